@@ -99,6 +99,10 @@ pub struct RunProjection {
     /// (the path of the body they are in, `loop:1/` for `loop:1/par`; name). Their branches
     /// start at the same body path.
     blocks_open: Vec<(String, String)>,
+    /// The entry number ([`StepState::entered`]) each state took when it last started.
+    entered: BTreeMap<String, u64>,
+    /// The next entry number (after those of the earlier attempts' states).
+    next_entered: u64,
 }
 
 impl RunProjection {
@@ -163,11 +167,21 @@ impl RunProjection {
                 .loop_position
                 .filter(|l| resumed_from.as_deref() == Some(l.state.as_str()));
         }
+        // A resumed run's states are numbered on from its earlier attempts'.
+        let next_entered = snap
+            .states
+            .values()
+            .filter_map(|s| s.entered)
+            .max()
+            .unwrap_or(0)
+            + 1;
         Some(Self {
             snap,
             parallel_open: None,
             loops_open: Vec::new(),
             blocks_open: Vec::new(),
+            entered: BTreeMap::new(),
+            next_entered,
         })
     }
 
@@ -175,6 +189,8 @@ impl RunProjection {
     /// snapshot changed.
     pub fn step_started(&mut self, env: &EventEnvelope, step: &str, kind: &str) -> bool {
         let mut dirty = false;
+        let n = self.take_entry_number();
+        self.entered.insert(step.to_owned(), n);
         // A loop starts: remember its name at its depth.
         if kind == "for_each" || kind == "while" {
             let depth = loop_indexes(&env.path).len();
@@ -284,8 +300,21 @@ impl RunProjection {
                 .get_or_insert_with(Default::default)
                 .add(&state.tokens, state.cost_usd);
         }
-        self.snap.states.insert(step.to_owned(), state.clone());
+        let mut state = state.clone();
+        state.entered = Some(match self.entered.remove(step) {
+            Some(n) => n,
+            // Finished without a start (a state recorded as it is passed over).
+            None => self.take_entry_number(),
+        });
+        self.snap.states.insert(step.to_owned(), state);
         self.snap.updated_at = env.at;
+    }
+
+    /// The next entry number ([`StepState::entered`]).
+    fn take_entry_number(&mut self) -> u64 {
+        let n = self.next_entered;
+        self.next_entered += 1;
+        n
     }
 
     /// Applies a `ChildRunStarted` of `child_run_id` at `env`'s path (the calling step's):
@@ -941,6 +970,78 @@ mod projection_tests {
         // A state file of before the field reads back without it.
         let back: RunSnapshot = serde_json::from_value(json).unwrap();
         assert_eq!(back.working_dir, None);
+    }
+
+    /// Starts and finishes `step` at `at` in `p` (its state started and ended at `at`).
+    fn run_step(p: &mut RunProjection, step: &str, at: u64) {
+        let e = env(
+            at,
+            step,
+            None,
+            RunEvent::StepStarted {
+                step: step.into(),
+                kind: "command".into(),
+                command: None,
+            },
+        );
+        p.step_started(&e, step, "command");
+        p.step_finished(&e, step, &done(step, at));
+    }
+
+    /// Breaker: `awf status` listed states by their start, to the millisecond, so states
+    /// entered in the same millisecond (mocked ones, quick ones) came by name, and a resumed
+    /// run's states out of the order they ran in. The record numbers them as they are
+    /// entered, on from the earlier attempts; one entered again takes a new number.
+    #[test]
+    fn states_are_numbered_in_the_order_they_are_entered_across_attempts() {
+        let mut first = RunProjection::start(&started(None), None).unwrap();
+        for step in ["zeta", "yank", "alpha"] {
+            run_step(&mut first, step, 2);
+        }
+        let order = |snap: &RunSnapshot| {
+            crate::run::in_entry_order(snap.states.values())
+                .into_iter()
+                .map(|s| (s.name.clone(), s.entered))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            order(&first.snap),
+            [
+                ("zeta".to_owned(), Some(1)),
+                ("yank".to_owned(), Some(2)),
+                ("alpha".to_owned(), Some(3))
+            ]
+        );
+        // The resume enters `alpha` again, then `mid`, in the same millisecond as before.
+        let mut second =
+            RunProjection::start(&started(Some("alpha")), Some(first.snap.clone())).unwrap();
+        run_step(&mut second, "alpha", 2);
+        run_step(&mut second, "mid", 2);
+        assert_eq!(
+            order(&second.snap),
+            [
+                ("zeta".to_owned(), Some(1)),
+                ("yank".to_owned(), Some(2)),
+                ("alpha".to_owned(), Some(4)),
+                ("mid".to_owned(), Some(5))
+            ]
+        );
+        // In the state file, read back the same.
+        let back: RunSnapshot =
+            serde_json::from_value(serde_json::to_value(&second.snap).unwrap()).unwrap();
+        assert_eq!(order(&back), order(&second.snap));
+        // A record of before the numbering: by start; its states before those numbered.
+        let mut old = second.snap.clone();
+        for (name, at) in [("b", 9), ("a", 8)] {
+            let mut st = done(name, at);
+            st.entered = None;
+            old.states.insert(name.into(), st);
+        }
+        let names: Vec<&str> = crate::run::in_entry_order(old.states.values())
+            .into_iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b", "zeta", "yank", "alpha", "mid"]);
     }
 
     #[test]

@@ -319,6 +319,32 @@ pub struct StepState {
     /// provider tried before it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackRecord>,
+    /// When the run entered this state, counted across its attempts (1 for the first state
+    /// entered; a state entered again, by a loop or a resume, takes the next number): set
+    /// by the run's record ([`crate::projection::RunProjection`]), absent in events and in
+    /// records made before it was kept. [`in_entry_order`] sorts by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entered: Option<u64>,
+}
+
+/// `states` in the order the run entered them (`entered`), attempts kept together: states
+/// of a record without that order (made before it was kept) first, by their start; never
+/// started ones last, by name.
+pub fn in_entry_order<'a>(states: impl IntoIterator<Item = &'a StepState>) -> Vec<&'a StepState> {
+    let mut v: Vec<&StepState> = states.into_iter().collect();
+    v.sort_by(|a, b| entry_key(a).cmp(&entry_key(b)));
+    v
+}
+
+/// The sort key of [`in_entry_order`].
+fn entry_key(s: &StepState) -> (bool, u64, bool, Option<SystemTime>, &str) {
+    (
+        s.entered.is_none() && s.started_at.is_none(),
+        s.entered.unwrap_or(0),
+        s.started_at.is_none(),
+        s.started_at,
+        &s.name,
+    )
 }
 
 /// Which provider answered an agent step with `fallback_providers:`, and why the ones tried
@@ -383,6 +409,7 @@ impl StepState {
             tool_calls: Vec::new(),
             cost_usd: None,
             fallback: None,
+            entered: None,
         }
     }
 

@@ -637,6 +637,17 @@ impl Pump {
                 lock(&self.entry.info).current_state = Some(step.clone());
             }
             RunEvent::InteractionRequired { request } => {
+                // A breakpoint stops the run before its state starts: that state is where
+                // the run is (not the one before it, the last that started).
+                if root
+                    && matches!(
+                        request.kind,
+                        awf_domain::interaction::RequestKind::Breakpoint { .. }
+                    )
+                    && let Some(step) = &request.step
+                {
+                    lock(&self.entry.info).current_state = Some(step.clone());
+                }
                 // A missing input asked before the run starts: whoever started it answers.
                 self.entry.begun.send_if_modified(begin);
                 lock(&self.registry).requests.insert(

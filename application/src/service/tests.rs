@@ -1120,3 +1120,22 @@ fn the_live_run_count_is_pluralised() {
     assert_eq!(super::live_runs(2), "2 runs are live");
     assert_eq!(super::live_runs(64), "64 runs are live");
 }
+
+/// A run stopped at a breakpoint is at the state it stopped before: its view's
+/// `current_state` (what `GET /api/executions/{id}` says as `current_step`) named the state
+/// that ran before it, the last that started.
+#[tokio::test]
+async fn a_run_at_a_breakpoint_is_at_the_state_it_stopped_before() {
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 3)), exec, None),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(interactive("w", "s1")).await.unwrap();
+    let (_, request) = until_breakpoint(&mut svc.subscribe(&id, 1).unwrap()).await;
+    assert_eq!(svc.get(&id).unwrap().current_state.as_deref(), Some("s1"));
+    svc.respond(&request, Answer::Decision(BreakpointDecision::Continue))
+        .unwrap();
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Success);
+}

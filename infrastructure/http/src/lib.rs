@@ -64,6 +64,7 @@ use utoipa_axum::routes;
 pub use auth::constant_time_eq;
 pub use executions::frame;
 pub use executions::resume_after;
+pub use problem::Finding;
 pub use problem::Problem;
 pub use problem::ProblemDoc;
 pub use workflows::identifier;

@@ -7,6 +7,8 @@ use awf_domain::ErrorCode;
 use awf_domain::json::NotUnique;
 use awf_domain::json::RepeatedKey;
 use awf_domain::json::parse_unique;
+use awf_domain::ports::repository::Diagnostic;
+use awf_domain::ports::repository::Severity;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::FromRequest;
@@ -44,6 +46,53 @@ pub struct ProblemDoc {
     /// Every message, when there are several (an invalid workflow's validation errors).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// An invalid workflow's findings, one per entry of `errors` (in its order) with where
+    /// it is in the workflow file, as `awf validate` says it; absent for other problems.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Finding>,
+}
+
+/// One finding of a workflow's validation, as `awf validate -f json` lists it (its file's
+/// path left out: the client need not know where the server keeps it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct Finding {
+    /// `error`, `warning` or `note`.
+    pub severity: String,
+    /// The taxonomy code (`awf error CODE` explains it).
+    pub code: String,
+    /// Where in the workflow, as a dotted path (`states.build.on_success`); empty when the
+    /// finding is about the whole file.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it; absent when there is no hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The 1-based line in the workflow file; absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The 1-based column in that line; absent when not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl From<&Diagnostic> for Finding {
+    fn from(d: &Diagnostic) -> Self {
+        Self {
+            severity: match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Note => "note",
+            }
+            .to_owned(),
+            code: d.code.as_str().to_owned(),
+            path: d.path.clone(),
+            message: d.message.clone(),
+            hint: d.hint.clone(),
+            line: d.line,
+            column: d.line.and(d.column),
+        }
+    }
 }
 
 /// An error answered as an RFC 9457 problem document.
@@ -52,6 +101,7 @@ pub struct Problem {
     pub(crate) status: StatusCode,
     pub(crate) error: Box<AwfError>,
     pub(crate) errors: Vec<String>,
+    pub(crate) diagnostics: Vec<Finding>,
     pub(crate) retry_after: Option<u64>,
 }
 
@@ -97,6 +147,7 @@ impl Problem {
             status,
             error: Box::new(error),
             errors: Vec::new(),
+            diagnostics: Vec::new(),
             retry_after: None,
         }
     }
@@ -105,6 +156,13 @@ impl Problem {
     #[must_use]
     pub fn with_errors(mut self, errors: Vec<String>) -> Self {
         self.errors = errors;
+        self
+    }
+
+    /// Adds the findings of an invalid workflow (`diagnostics`).
+    #[must_use]
+    pub fn with_diagnostics(mut self, diagnostics: Vec<Finding>) -> Self {
+        self.diagnostics = diagnostics;
         self
     }
 
@@ -130,6 +188,7 @@ impl Problem {
             code: self.error.code().as_str().to_owned(),
             hints: self.error.hints().to_vec(),
             errors: self.errors.clone(),
+            diagnostics: self.diagnostics.clone(),
         }
     }
 }

@@ -26,6 +26,7 @@ use utoipa::ToSchema;
 
 use crate::Envelope;
 use crate::HttpConfig;
+use crate::problem::Finding;
 use crate::problem::JsonBody;
 use crate::problem::Problem;
 use crate::problem::ProblemDoc;
@@ -215,6 +216,10 @@ pub struct ValidationResult {
     pub errors: Vec<String>,
     /// Warnings (`path: message`), e.g. unknown keys.
     pub warnings: Vec<String>,
+    /// The warnings, one per entry of `warnings` (in its order) with where each is in the
+    /// workflow file, as `awf validate` says it; absent without warnings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Finding>,
 }
 
 /// `POST …/run` request.
@@ -671,16 +676,24 @@ pub(crate) async fn validate_workflow(
         .collect();
     if let Some(first) = diags.iter().find(|d| d.severity == Severity::Error) {
         let e = AwfError::new(first.code, errors.join("; ")).with_hint(validate_hint(first));
-        return Err(Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e).with_errors(errors));
+        // Each error with its line and column in the file, as `awf validate` says them.
+        let found = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(Finding::from)
+            .collect();
+        return Err(Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e)
+            .with_errors(errors)
+            .with_diagnostics(found));
     }
-    let warnings = diags
+    let warned: Vec<_> = diags
         .iter()
         .filter(|d| d.severity == Severity::Warning)
-        .map(line)
         .collect();
     Ok(Envelope::json(ValidationResult {
         errors: Vec::new(),
-        warnings,
+        warnings: warned.iter().map(|d| line(d)).collect(),
+        diagnostics: warned.into_iter().map(Finding::from).collect(),
     }))
 }
 

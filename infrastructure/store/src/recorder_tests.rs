@@ -106,6 +106,12 @@ fn done_state(step: &str, at: u64, ok: bool) -> StepState {
     s
 }
 
+/// `state` as the record keeps it: the `n`th state the run entered.
+fn entered(mut state: StepState, n: u64) -> StepState {
+    state.entered = Some(n);
+    state
+}
+
 fn step_finished(step: &str, at: u64, ok: bool) -> RunEvent {
     RunEvent::StepFinished {
         step: step.to_owned(),
@@ -266,10 +272,13 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             current_state: "call".into(),
             inputs: inputs(&[("env", "prod"), ("API_TOKEN", "***")]),
             states: BTreeMap::from([
-                ("body".to_owned(), done_state("body", 200, true)),
-                ("build".to_owned(), done_state("build", 100, true)),
-                ("call".to_owned(), done_state("call", 500, true)),
-                ("each".to_owned(), done_state("each", 300, true)),
+                ("body".to_owned(), entered(done_state("body", 200, true), 3)),
+                (
+                    "build".to_owned(),
+                    entered(done_state("build", 100, true), 1)
+                ),
+                ("call".to_owned(), entered(done_state("call", 500, true), 4)),
+                ("each".to_owned(), entered(done_state("each", 300, true), 2)),
             ]),
             started_at: t(10),
             updated_at: t(160),
@@ -300,7 +309,10 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             status: StoredStatus::Success,
             current_state: "inner".into(),
             inputs: Map::new(),
-            states: BTreeMap::from([("inner".to_owned(), done_state("inner", 400, true))]),
+            states: BTreeMap::from([(
+                "inner".to_owned(),
+                entered(done_state("inner", 400, true), 1)
+            )]),
             started_at: t(110),
             updated_at: t(140),
             completed_at: Some(t(140)),
@@ -620,8 +632,9 @@ fn history_row_is_upserted_and_resume_updates_it_in_place() {
         }]
     );
     let snap = store.load("r").unwrap();
-    assert_eq!(snap.states["a"], done_state("a", 20, true));
-    assert_eq!(snap.states["b"], done_state("b", 80, true));
+    assert_eq!(snap.states["a"], entered(done_state("a", 20, true), 1));
+    // `b` entered again by the resume: after the first attempt's `a` and `b`.
+    assert_eq!(snap.states["b"], entered(done_state("b", 80, true), 3));
     assert_eq!(
         (snap.status, snap.terminal.as_deref(), snap.error),
         (StoredStatus::Success, Some("done"), None)

@@ -257,6 +257,7 @@ mod tests {
             tool_calls: Vec::new(),
             cost_usd: None,
             fallback: None,
+            entered: None,
         };
         let finished = EventEnvelope {
             iteration: Some(2),

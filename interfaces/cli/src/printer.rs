@@ -1608,6 +1608,7 @@ mod tests {
             tool_calls: Vec::new(),
             cost_usd: None,
             fallback: None,
+            entered: None,
         }
     }
 

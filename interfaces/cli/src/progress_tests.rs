@@ -62,6 +62,7 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
         tool_calls: Vec::new(),
         cost_usd: None,
         fallback: None,
+        entered: None,
     }
 }
 

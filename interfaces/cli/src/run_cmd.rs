@@ -513,6 +513,11 @@ async fn execute(
         return fail_before_start(ctx, &identifier, &unrecordable(e));
     }
     warn_unrecorded(&w);
+    let guard = if args.step.is_none() {
+        w.start_guard()
+    } else {
+        None
+    };
     let mut services = w.services;
     let recorder = if args.step.is_some() {
         // `--step` is a debugging aid: it leaves no run record (it could not be resumed).
@@ -525,11 +530,7 @@ async fn execute(
             .push(std::sync::Arc::new(awf_telemetry::log_projection()));
         None
     } else {
-        if let Some(guard) = w
-            .recorder
-            .as_ref()
-            .and_then(|r| r.start_guard(&w.data_root))
-        {
+        if let Some(guard) = guard {
             services.recorders.push(guard);
         }
         w.recorder.clone()
@@ -1028,9 +1029,8 @@ pub(crate) fn warn_unrecorded(w: &Wiring) {
         }
     }
     if let Some(r) = &w.recorder {
-        r.on_error(std::sync::Arc::new(|msg: String| {
-            let _ = writeln!(std::io::stderr().lock(), "WARN run record: {msg}");
-        }));
+        let warnings = std::sync::Arc::clone(&w.record_warnings);
+        r.on_error(std::sync::Arc::new(move |msg: String| warnings.warn(msg)));
     }
 }
 

@@ -158,6 +158,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
                     queued,
                     inputs,
                     config_inputs: config.inputs,
+                    mocks,
                 };
                 return start_unstarted(ctx, args, &w, unstarted, signals).await;
             }
@@ -205,7 +206,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
-    if let Some(guard) = recorder.as_ref().and_then(|r| r.start_guard(&w.data_root)) {
+    if let Some(guard) = w.start_guard() {
         services.recorders.push(guard);
     }
     if services.state_store.is_none() {
@@ -267,11 +268,14 @@ struct Unstarted<'a> {
     /// `--input` of the resume: they win over the recorded ones.
     inputs: Vec<(String, String)>,
     config_inputs: serde_json::Map<String, serde_json::Value>,
+    /// `--mock` of the resume: each replaces the queued request's mocks of its step.
+    mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 /// `awf resume` of a run that never started: starts it, with the same run id, from
 /// its initial state with its recorded inputs (a masked secret one must be given again, with
-/// `--input` or on the terminal's prompt), `--input` overriding them. Should it not start (its
+/// `--input` or on the terminal's prompt), `--input` overriding them, and its queued mocks
+/// (`--no-mocks` drops them, `--mock` replaces a step's). Should it not start (its
 /// workflow invalid now, an input missing), it stays as it was (cancelled or failed, never
 /// started).
 async fn start_unstarted(
@@ -292,6 +296,12 @@ async fn start_unstarted(
         request.inputs.push((k, v));
     }
     request.config_inputs = u.config_inputs;
+    // The queued request's mocks apply, unless dropped (`--no-mocks`) or replaced, a step's
+    // at a time (`--mock`), as for a resume of a run that started.
+    if args.no_mocks {
+        request.mocks.clear();
+    }
+    request.mocks.extend(u.mocks);
     request.auto_approve = request.auto_approve || args.yes;
     request.prompt_missing_inputs = !ctx.json()
         && std::io::IsTerminal::is_terminal(&std::io::stdin())
@@ -807,17 +817,10 @@ fn terminal_text(name: &str) -> String {
     awf_domain::workflow::terminal_display_name(name)
 }
 
-/// The steps of a run in the order they started (never-started ones last, by name).
+/// The steps of a run in the order it entered them, attempts kept together (never-started
+/// ones last, by name): [`awf_domain::run::in_entry_order`].
 fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
-    let mut states: Vec<_> = snap.states.values().collect();
-    states.sort_by(|a, b| {
-        (a.started_at.is_none(), a.started_at, &a.name).cmp(&(
-            b.started_at.is_none(),
-            b.started_at,
-            &b.name,
-        ))
-    });
-    states
+    awf_domain::run::in_entry_order(snap.states.values())
 }
 
 /// `awf status -f json`: the run-result object (`run_id`, `workflow`, `status`, `exit_code`,
@@ -825,7 +828,7 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// (`running`/`completed`/`failed`/`cancelled`), plus AWF (Go)'s `workflow_id` (the run id),
 /// `workflow_name`, `current_step` (while not completed), `started_at`, `completed_at` (when
 /// finished) and `steps` (`[{name, status, output, stderr, exit_code, started_at,
-/// completed_at, error, error_code}]` in start order), plus ours: `run_status` (the stored word),
+/// completed_at, error, error_code}]` in the order the run entered them), plus ours: `run_status` (the stored word),
 /// `current_state`, `updated_at`, `working_dir` (where the run's steps run; absent for a run
 /// recorded before it was kept). `duration_ms` is null when unknown (a killed process);
 /// `message` is the success terminal's message the store kept (null without one). A queued
@@ -1058,9 +1061,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         crate::stdout_check::checked(writeln!(out, "Spend:     {}", spend_text(s)));
     }
     crate::stdout_check::checked(writeln!(out, "States:"));
-    let mut states: Vec<_> = snap.states.values().collect();
-    states.sort_by_key(|s| s.started_at);
-    for s in states {
+    for s in ordered_steps(snap) {
         // A cancelled step was stopped by a signal: its recorded exit code (-1, as AWF (Go)
         // records it) is no exit status, and `cancelled` says it all.
         let code = s

@@ -91,6 +91,87 @@ pub struct Wiring {
     pub store_url: Option<String>,
     /// The shared store, once opened (at build for recording commands, else on first use).
     pub pg: std::sync::OnceLock<awf_postgres::PgStore>,
+    /// The `WARN run record: …` lines of the recorder's write failures, held back while a
+    /// terminal's run waits for its start to be recorded ([`Wiring::start_guard`]).
+    pub record_warnings: Arc<RecordWarnings>,
+}
+
+/// The `WARN run record: …` lines on stderr of a recorder's write failures. While a
+/// terminal's run waits for its start to be recorded they are held: a start that could not
+/// be written is the run's one error (with its hint), not a warning saying the same first;
+/// a start that was written lets them out.
+#[derive(Debug, Default)]
+pub struct RecordWarnings {
+    state: std::sync::Mutex<WarningsState>,
+}
+
+#[derive(Debug, Default)]
+enum WarningsState {
+    /// Printed as they come.
+    #[default]
+    Open,
+    /// Kept until the start is decided.
+    Held(Vec<String>),
+    /// Dropped: the run's error says its record could not be written.
+    Muted,
+}
+
+impl RecordWarnings {
+    fn state(&self) -> std::sync::MutexGuard<'_, WarningsState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Says `message` (a write failure) on stderr, unless held or muted.
+    pub fn warn(&self, message: String) {
+        let open = {
+            let mut state = self.state();
+            if let WarningsState::Held(held) = &mut *state {
+                held.push(message.clone());
+            }
+            matches!(*state, WarningsState::Open)
+        };
+        if open {
+            print_record_warning(&message);
+        }
+    }
+
+    /// Holds the warnings from now on (until [`Self::release`] or [`Self::mute`]).
+    fn hold(&self) {
+        let mut state = self.state();
+        if matches!(*state, WarningsState::Open) {
+            *state = WarningsState::Held(Vec::new());
+        }
+    }
+
+    /// Says the warnings held, and those to come, on stderr.
+    fn release(&self) {
+        let held = {
+            let mut state = self.state();
+            match std::mem::take(&mut *state) {
+                WarningsState::Held(held) => held,
+                WarningsState::Open => Vec::new(),
+                WarningsState::Muted => {
+                    *state = WarningsState::Muted;
+                    Vec::new()
+                }
+            }
+        };
+        for m in held {
+            print_record_warning(&m);
+        }
+    }
+
+    /// Drops the warnings held and those to come.
+    fn mute(&self) {
+        *self.state() = WarningsState::Muted;
+    }
+}
+
+/// `WARN run record: <message>` on stderr.
+fn print_record_warning(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "WARN run record: {message}");
 }
 
 impl Wiring {
@@ -174,15 +255,20 @@ impl RunRecorder {
     /// the embedded store's run record failed once the run's start was written (its state
     /// file or the writer itself; a history row alone does not stop the run, as the state
     /// file has it). `None` for the shared store, whose writes are retried.
-    pub fn start_guard(
+    fn start_guard(
         &self,
         data_root: &Path,
+        warnings: &Arc<RecordWarnings>,
     ) -> Option<Arc<dyn awf_domain::event::EventPublisher>> {
         match self {
-            Self::Embedded(r) => Some(Arc::new(StartGuard {
-                recorder: r.clone(),
-                data_root: data_root.to_path_buf(),
-            })),
+            Self::Embedded(r) => {
+                warnings.hold();
+                Some(Arc::new(StartGuard {
+                    recorder: r.clone(),
+                    data_root: data_root.to_path_buf(),
+                    warnings: Arc::clone(warnings),
+                }))
+            }
             Self::Postgres(_) => None,
         }
     }
@@ -200,6 +286,27 @@ impl RunRecorder {
 struct StartGuard {
     recorder: awf_store::Recorder,
     data_root: PathBuf,
+    /// Held from the guard's making until the start is decided.
+    warnings: Arc<RecordWarnings>,
+}
+
+/// Lets the held warnings out when dropped undecided (the run was cancelled before its
+/// start was written).
+struct ReleaseOnDrop(Option<Arc<RecordWarnings>>);
+
+impl ReleaseOnDrop {
+    /// Decided: the warnings are released or muted by the caller, not on drop.
+    fn decided(mut self) -> Arc<RecordWarnings> {
+        self.0.take().unwrap_or_default()
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some(w) = self.0.take() {
+            w.release();
+        }
+    }
 }
 
 impl awf_domain::event::EventPublisher for StartGuard {
@@ -221,16 +328,22 @@ impl awf_domain::event::EventPublisher for StartGuard {
         let written = awf_domain::event::EventPublisher::settle(&self.recorder);
         let recorder = self.recorder.clone();
         let root = self.data_root.clone();
+        let pending = ReleaseOnDrop(Some(Arc::clone(&self.warnings)));
         Some(Box::pin(async move {
             if let Some(w) = written {
                 w.await;
             }
+            let warnings = pending.decided();
             if !recorder.run_record_failed()
                 || recorder.only_history_failed()
                 || recorder.only_outputs_failed()
             {
+                warnings.release();
                 return Ok(());
             }
+            // The error below says it: no warning first, nor after (the run's end cannot be
+            // written either).
+            warnings.mute();
             let errors = recorder.take_errors();
             let why = errors
                 .first()
@@ -650,10 +763,20 @@ pub fn build_with(
         recorder,
         store_url: None,
         pg: std::sync::OnceLock::new(),
+        record_warnings: Arc::default(),
     }
 }
 
 impl Wiring {
+    /// The publisher of a terminal's run (`awf run`, `awf resume`) that keeps it from going
+    /// on when its start could not be recorded ([`RunRecorder::start_guard`]); the record's
+    /// warnings are held meanwhile ([`RecordWarnings`]). `None` without one.
+    pub fn start_guard(&self) -> Option<Arc<dyn awf_domain::event::EventPublisher>> {
+        self.recorder
+            .as_ref()
+            .and_then(|r| r.start_guard(&self.data_root, &self.record_warnings))
+    }
+
     /// With runs recorded in the shared store, checks that its user may write them
     /// ([`awf_postgres::PgStore::check_writable`]); a command that records runs calls it
     /// before it starts one, so a read-only user is refused at once (exit 4, the permission
