@@ -1111,6 +1111,12 @@ fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
             .file_stem()
             .map_or_else(|| id.to_owned(), |s| s.to_string_lossy().into_owned())
     };
+    let root_calls = calls(wf);
+    // No call, no cycle: nothing to resolve (`awf list` validates every workflow it shows,
+    // and the root's identity is a `realpath` of its file).
+    if root_calls.is_empty() {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     let mut done: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut loads = 0usize;
@@ -1119,7 +1125,7 @@ fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut stack = vec![Frame {
         id: crate::engine::identity(wf, host),
         dir: wf.source.dir.clone(),
-        calls: calls(wf),
+        calls: root_calls,
         next: 0,
         root_step: None,
     }];

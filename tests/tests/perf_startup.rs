@@ -90,7 +90,11 @@ fn list_reads_each_workflow_file_once_and_starts_no_thread() {
     // Parses, fails validation: still read once, and marked.
     let broken = chain("wbad", 2).replace("on_success: done", "on_success: nowhere");
     files.push(sb.write("wf/wbad.yaml", &broken).unwrap());
-    let (run, trace) = traced(&sb, "openat,open,clone,clone3", &["list"]);
+    let (run, trace) = traced(
+        &sb,
+        "openat,open,clone,clone3,readlink,readlinkat",
+        &["list"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.len(), 6, "{}", run.stdout);
@@ -118,6 +122,19 @@ fn list_reads_each_workflow_file_once_and_starts_no_thread() {
         clones(&trace),
         Vec::<&String>::new(),
         "no thread for `list`"
+    );
+    // A workflow that calls no other has no call cycle to look for: its file's real path
+    // (a `readlink` of each of its components) is not resolved.
+    let resolved: Vec<&String> = trace
+        .iter()
+        .filter(|l| {
+            l.contains("readlink") && files.iter().any(|f| l.contains(&*f.display().to_string()))
+        })
+        .collect();
+    assert_eq!(
+        resolved,
+        Vec::<&String>::new(),
+        "no realpath of a workflow without calls"
     );
 }
 
