@@ -9,6 +9,7 @@
 
 use awf_tests::Sandbox;
 use awf_tests::http_serve;
+use awf_tests::pg::TestDb;
 use awf_tests::run_id_in;
 use awf_tests::workspace_root;
 use pretty_assertions::assert_eq;
@@ -66,6 +67,33 @@ fn a_skipped_parallel_branch_is_recorded_for_status_http_and_resume() {
 
     // `awf resume`: the report reads the same status as in the first attempt.
     std::fs::write(&ok, "").unwrap();
+    let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(
+        v["states"]["report"]["output"].as_str().map(str::trim_end),
+        Some("slow1 status=skipped"),
+        "{v}"
+    );
+}
+
+/// Item 1 with the shared store (PostgreSQL): its recorder applies the same projection, so the
+/// skipped branch is in its record too, and the resume reads it.
+#[test]
+fn a_skipped_parallel_branch_is_recorded_in_the_shared_store() {
+    let db = TestDb::new();
+    let mut sb = http_serve::sandbox_with(&[("skip2", SKIP2)]);
+    sb.set_env("AWF_STORE", &db.url);
+    let r = sb.run(&["run", "skip2"]).unwrap();
+    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    let id = run_id_in(&format!("{}{}", r.stdout, r.stderr)).unwrap();
+    let v = sb
+        .run(&["status", &id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(v["states"]["slow1"]["status"], "skipped", "{v}");
+    std::fs::write(sb.path().join("go.flag"), "").unwrap();
     let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     let v = r.json().unwrap();
@@ -212,7 +240,11 @@ states:
         .iter()
         .position(|l| l.contains("states.start.comand: unknown field \"comand\""))
         .unwrap_or_else(|| panic!("{all}"));
-    assert!(lines[typo].contains("bad2.yaml:6:5: warning"), "{}", lines[typo]);
+    assert!(
+        lines[typo].contains("bad2.yaml:6:5: warning"),
+        "{}",
+        lines[typo]
+    );
     assert_eq!(lines[typo + 1], "  Hint: did you mean 'command'?", "{all}");
     assert!(!all.contains("is not a key"), "{all}");
 }
