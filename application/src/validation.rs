@@ -10,6 +10,7 @@ use awf_domain::ports::agent::COMMON_AGENT_OPTIONS;
 use awf_domain::ports::repository::Diagnostic;
 use awf_domain::ports::repository::LoadedWorkflow;
 use awf_domain::ports::repository::Severity;
+use awf_domain::ports::repository::SourceMap;
 use awf_domain::validate;
 use awf_domain::workflow::HookAction;
 use awf_domain::workflow::LoopOver;
@@ -516,7 +517,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
         }
     }
     diagnostics.extend(later);
-    name_mistyped_keys(&mut diagnostics);
+    name_mistyped_keys(&mut diagnostics, &loaded.source_map);
     for d in &mut diagnostics {
         d.locate(&loaded.source_map);
     }
@@ -526,8 +527,12 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
 
 /// An error about a required key (`states.a.prompt`: "needs prompt") whose cause is a
 /// mistyped sibling key (`states.a.promt`, an unknown-field warning suggesting `prompt`)
-/// names that key, so `awf run`, which prints errors only, says what to rename.
-fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
+/// names that key, so `awf run`, which prints errors only, says what to rename. Not when the
+/// key it was meant to be is in the file (`map`) too: the error is then about that key's own
+/// value (new user: `comand: x` beside `command: echo {{upcase "x"}}` replaced the template
+/// error's `did you mean 'upper'?` hint with `rename comand: to command:`); the typo keeps
+/// its own warning.
+fn name_mistyped_keys(diagnostics: &mut [Diagnostic], map: &SourceMap) {
     let typos: Vec<(String, String, String)> = diagnostics
         .iter()
         .filter(|d| d.code == ErrorCode::WorkflowParseUnknownField)
@@ -549,7 +554,9 @@ fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
         // only NO_EXIT in `awf run`; the did-you-mean was a warning of `awf validate`).
         if d.code == ErrorCode::WorkflowValidationNoExit
             && let Some((_, typo, wanted)) = typos.iter().find(|(p, _, w)| {
-                *p == d.path && matches!(w.as_str(), "on_success" | "on_failure" | "transitions")
+                *p == d.path
+                    && matches!(w.as_str(), "on_success" | "on_failure" | "transitions")
+                    && !map.contains(&format!("{p}.{w}"))
             })
         {
             d.message.push_str(&format!(
@@ -561,6 +568,9 @@ fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
         let Some((parent, key)) = d.path.rsplit_once('.') else {
             continue;
         };
+        if map.contains(&d.path) {
+            continue;
+        }
         if let Some((_, typo, wanted)) = typos.iter().find(|(p, _, w)| p == parent && w == key) {
             d.message.push_str(&format!(
                 " (\"{typo}\" is not a key: did you mean '{wanted}'?)"
@@ -1401,13 +1411,22 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
 
 /// Routing pitfalls worth a warning: a default transition on a command step that makes its
 /// `on_failure` unreachable (AWF evaluates command transitions on failure too), and
-/// transitions without a default and without `on_success` (no route when nothing matches).
-/// A note for a command step with conditional transitions and `on_failure` whose `when`s
+/// transitions without a default and without `on_success` (no route when nothing matches;
+/// not in a loop's body, where the loop then goes on). A note for a command step with conditional transitions and `on_failure` whose `when`s
 /// never read its exit code or status: a failure that matches one takes its `goto`, not
 /// `on_failure` (a new user's `states.a.Output contains 'ok'` sent a failed step to its
 /// success terminal, exit 0).
 fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    let body_steps: std::collections::BTreeSet<&str> = wf
+        .states
+        .values()
+        .filter_map(|s| match &s.kind {
+            StateKind::Loop(l) => Some(l.body.iter().map(String::as_str)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     for (name, st) in &wf.states {
         if st.transitions.is_empty()
             || matches!(st.kind, StateKind::Terminal(_) | StateKind::Loop(_))
@@ -1453,7 +1472,10 @@ fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
                 )),
             );
         }
-        if !has_default && st.on_success.is_none() {
+        // In a loop's body, no route is the loop going on (the next body step, or the next
+        // item after the last): not "nowhere to go" (new user: `transitions: [{when: …,
+        // goto: each}]` on a body step was warned about).
+        if !has_default && st.on_success.is_none() && !body_steps.contains(name.as_str()) {
             out.push(
                 Diagnostic::warning(
                     ErrorCode::WorkflowValidationInvalidTransition,

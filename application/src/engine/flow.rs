@@ -85,11 +85,21 @@ impl Run {
         while let Some((branch, outcome)) = running.next().await {
             let ok = match outcome {
                 None => {
-                    // Never started: the block ended first.
+                    // Never started: the block ended first. Recorded with its
+                    // `StepFinished`, as every other state is, so that the state file (and
+                    // `awf status`, the HTTP API, `awf resume`) knows it was skipped (new
+                    // user: only the live result had it; a resumed `{{.states.B.Status}}`
+                    // failed as "has not run").
                     let mut skipped = StepState::running(branch, self.svc.clock.now());
                     skipped.status = StepStatus::Skipped;
                     skipped.completed_at = Some(self.svc.clock.now());
-                    lock(&self.states).insert(branch.to_owned(), skipped);
+                    let kind = self.wf.state(branch).map_or("step", |s| s.kind.kind_name());
+                    self.record(
+                        skipped,
+                        kind,
+                        &format!("{}{branch}", at.prefix),
+                        at.iteration(),
+                    );
                     continue;
                 }
                 Some(Ok(exit)) => exit.succeeded,

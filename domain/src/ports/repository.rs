@@ -271,6 +271,11 @@ impl SourceMap {
         self.positions.insert(path.into(), (line, column));
     }
 
+    /// Whether `path` itself (not only a prefix of it) is recorded: the key is in the file.
+    pub fn contains(&self, path: &str) -> bool {
+        self.positions.contains_key(path)
+    }
+
     /// Position of `path`, or of its longest recorded prefix.
     pub fn locate(&self, path: &str) -> Option<(u32, u32)> {
         let mut p = path;
