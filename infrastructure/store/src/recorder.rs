@@ -764,6 +764,7 @@ impl Writer {
         Syncer {
             paths: self.paths.clone(),
             shared: Arc::clone(&self.shared),
+            pool: SyncPool::none(),
         }
         .handle(vec![msg]);
     }
@@ -772,14 +773,21 @@ impl Writer {
     fn start_syncer(&mut self) {
         if self.syncer.is_none() && !self.syncer_failed {
             let (tx, rx) = mpsc::channel();
-            let syncer = Syncer {
-                paths: self.paths.clone(),
-                shared: Arc::clone(&self.shared),
-            };
+            let paths = self.paths.clone();
+            let shared = Arc::clone(&self.shared);
             match std::thread::Builder::new()
                 .name("awf-store-sync".into())
-                .spawn(move || syncer.run(&rx))
-            {
+                .spawn(move || {
+                    // Its helpers start with it, while the run starts, not at the run's end
+                    // (its first job of several items), which waited for them.
+                    let pool = SyncPool::start(&shared);
+                    Syncer {
+                        paths,
+                        shared,
+                        pool,
+                    }
+                    .run(&rx);
+                }) {
                 Ok(h) => {
                     self.syncer = Some(tx);
                     self.syncer_handle = Some(h);
@@ -1669,6 +1677,8 @@ enum After {
 struct Syncer {
     paths: StorePaths,
     shared: Arc<Shared>,
+    /// The threads that sync beside this one ([`sync_items`]).
+    pool: SyncPool,
 }
 
 impl Syncer {
@@ -1713,7 +1723,7 @@ impl Syncer {
 
     /// Syncs `items` (side by side), then does every follow-up in order; counts `jobs` done.
     fn complete(&self, items: Vec<SyncItem>, after: Vec<After>, jobs: u64) {
-        for (target, msg) in sync_items(items, &self.shared) {
+        for (target, msg) in sync_items(items, &self.shared, &self.pool) {
             self.shared.report(target, msg);
         }
         for a in after {
@@ -1730,49 +1740,147 @@ impl Syncer {
     }
 }
 
-/// Syncs `items`, side by side: one thread per item but the first, which the calling thread
-/// takes with whatever is left (all of them when no thread can be started). On a file system
-/// that commits its journal per sync, syncs issued together share commits instead of
-/// queueing one after the other, which was most of a run's final flush on a slow disk.
-/// Returns the failures as (kind of target, message).
-fn sync_items(items: Vec<SyncItem>, shared: &Shared) -> Vec<(&'static str, String)> {
-    type Failure = (&'static str, String);
-    let helpers = items.len().saturating_sub(1);
-    let queue = Mutex::new(items);
-    let drain = || {
-        let mut out: Vec<Failure> = Vec::new();
+/// A sync failure: (kind of target, message).
+type SyncFailure = (&'static str, String);
+
+/// The items of one [`sync_items`] call, taken one at a time by whichever thread is free.
+#[derive(Default)]
+struct SyncBatch {
+    state: Mutex<BatchState>,
+    /// Signalled when the last item taken is synced.
+    idle: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct BatchState {
+    items: Vec<SyncItem>,
+    /// Items taken and not synced yet.
+    in_flight: usize,
+    failures: Vec<SyncFailure>,
+}
+
+impl SyncBatch {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BatchState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Syncs items until none is left to take.
+    fn work(&self, shared: &Shared) {
         loop {
-            let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
-            let Some(item) = job else {
-                return out;
+            let item = {
+                let mut st = self.lock();
+                let Some(item) = st.items.pop() else {
+                    return;
+                };
+                st.in_flight += 1;
+                item
             };
-            if let Err(e) = item.file.sync(shared) {
-                out.push((item.target, format!("cannot sync {}: {e}", item.what)));
+            let result = item.file.sync(shared);
+            let mut st = self.lock();
+            st.in_flight -= 1;
+            if let Err(e) = result {
+                st.failures
+                    .push((item.target, format!("cannot sync {}: {e}", item.what)));
+            }
+            if st.in_flight == 0 && st.items.is_empty() {
+                self.idle.notify_all();
             }
         }
-    };
-    if helpers == 0 {
-        return drain();
     }
-    let mut failures = Vec::new();
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..helpers)
+
+    /// Waits until every item taken is synced (call once none is left to take); gives the
+    /// failures.
+    fn finish(&self) -> Vec<SyncFailure> {
+        let mut st = self.lock();
+        while st.in_flight > 0 {
+            st = self.idle.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        std::mem::take(&mut st.failures)
+    }
+}
+
+/// The threads that sync items beside the syncer's own ([`SYNC_HELPERS`]), started once with
+/// the syncer: a run's end syncs its state file, their directory, its transcript and the
+/// audit trail together, and starting a thread for each there (about 0.1 ms apiece) was on
+/// the run's way out. Each helper waits for a batch to work on; they end when the pool is
+/// dropped (joined then).
+struct SyncPool {
+    jobs: Option<mpsc::Sender<Arc<SyncBatch>>>,
+    helpers: Vec<JoinHandle<()>>,
+}
+
+/// Helper threads of a [`SyncPool`]: with the syncer's own, the four files of a run's end
+/// synced side by side.
+const SYNC_HELPERS: usize = 3;
+
+impl SyncPool {
+    /// A pool without threads: every item is synced by the calling thread.
+    fn none() -> Self {
+        Self {
+            jobs: None,
+            helpers: Vec::new(),
+        }
+    }
+
+    /// Starts up to [`SYNC_HELPERS`] helpers (as many as can be started; none is a pool
+    /// that syncs on the calling thread).
+    fn start(shared: &Arc<Shared>) -> Self {
+        let (tx, rx) = mpsc::channel::<Arc<SyncBatch>>();
+        let rx = Arc::new(Mutex::new(rx));
+        let helpers: Vec<JoinHandle<()>> = (0..SYNC_HELPERS)
             .filter_map(|_| {
+                let rx = Arc::clone(&rx);
+                let shared = Arc::clone(shared);
                 std::thread::Builder::new()
                     .name("awf-store-sync".into())
-                    .spawn_scoped(s, drain)
+                    .spawn(move || {
+                        loop {
+                            let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                            let Ok(batch) = next else {
+                                return;
+                            };
+                            batch.work(&shared);
+                        }
+                    })
                     .ok()
             })
             .collect();
-        failures.extend(drain());
-        for h in handles {
-            match h.join() {
-                Ok(r) => failures.extend(r),
-                Err(_) => failures.push(("recorder", "a store sync thread panicked".to_owned())),
+        drop(rx);
+        Self {
+            jobs: (!helpers.is_empty()).then_some(tx),
+            helpers,
+        }
+    }
+}
+
+impl Drop for SyncPool {
+    fn drop(&mut self) {
+        self.jobs = None;
+        for h in self.helpers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Syncs `items`, side by side: the calling thread and as many of `pool`'s helpers as there
+/// are items but one take them one at a time (a helper that comes late finds none left and
+/// is not waited for). On a file system that commits its journal per sync, syncs issued
+/// together share commits instead of queueing one after the other, which was most of a
+/// run's final flush on a slow disk. Returns once every item is synced, with the failures
+/// as (kind of target, message).
+fn sync_items(items: Vec<SyncItem>, shared: &Shared, pool: &SyncPool) -> Vec<SyncFailure> {
+    let wanted = items.len().saturating_sub(1).min(pool.helpers.len());
+    let batch = Arc::new(SyncBatch::default());
+    batch.lock().items = items;
+    if let Some(jobs) = &pool.jobs {
+        for _ in 0..wanted {
+            if jobs.send(Arc::clone(&batch)).is_err() {
+                break;
             }
         }
-    });
-    failures
+    }
+    batch.work(shared);
+    batch.finish()
 }
 
 /// Records one run's changes: the state file whole at its first write and when the run has
@@ -1911,8 +2019,10 @@ mod sync_tests {
                 file: Syncable::All(File::from(read)),
             },
         );
-        let shared = Shared::default();
-        let failures = sync_items(items, &shared);
+        let shared = Arc::new(Shared::default());
+        let pool = SyncPool::start(&shared);
+        assert_eq!(pool.helpers.len(), SYNC_HELPERS);
+        let failures = sync_items(items, &shared, &pool);
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert_eq!(failures[0].0, "audit");
         assert!(
@@ -1921,6 +2031,15 @@ mod sync_tests {
             failures[0].1
         );
         assert_eq!(shared.journal_syncs.load(Ordering::Relaxed), 1);
-        assert!(sync_items(Vec::new(), &shared).is_empty());
+        assert!(sync_items(Vec::new(), &shared, &pool).is_empty());
+        // Without helpers the calling thread syncs them all.
+        let f = File::create(d.path().join("alone")).unwrap();
+        let alone = vec![SyncItem {
+            target: "transcript",
+            what: "alone".to_owned(),
+            file: Syncable::Journal(f),
+        }];
+        assert!(sync_items(alone, &shared, &SyncPool::none()).is_empty());
+        assert_eq!(shared.journal_syncs.load(Ordering::Relaxed), 2);
     }
 }
