@@ -122,9 +122,18 @@ impl Node {
         }
     }
 
-    /// Whether this node is a null scalar.
+    /// Whether this node is a null scalar: what [`resolve`] makes [`Scalar::Null`], without
+    /// resolving the rest (asked of every field read; resolving copied the text and tried it
+    /// as a number each time, issue 9: start-up).
     pub fn is_null(&self) -> bool {
-        matches!(self.scalar(), Some(Scalar::Null))
+        match &self.kind {
+            NodeKind::Scalar { text, plain, tag } => match tag.as_deref() {
+                Some("null") => true,
+                Some("str" | "int" | "float" | "bool") => false,
+                _ => *plain && is_null_word(text),
+            },
+            _ => false,
+        }
     }
 
     /// Raw text of a scalar node.
@@ -204,8 +213,10 @@ pub fn resolve(text: &str, plain: bool, tag: Option<&str>) -> Scalar {
     if !plain {
         return Scalar::Str(text.to_owned());
     }
+    if is_null_word(text) {
+        return Scalar::Null;
+    }
     match text {
-        "" | "~" | "null" | "Null" | "NULL" => Scalar::Null,
         "true" | "True" | "TRUE" => Scalar::Bool(true),
         "false" | "False" | "FALSE" => Scalar::Bool(false),
         _ => {
@@ -218,6 +229,11 @@ pub fn resolve(text: &str, plain: bool, tag: Option<&str>) -> Scalar {
             }
         }
     }
+}
+
+/// The plain scalars the YAML 1.2 core schema reads as null.
+fn is_null_word(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
 }
 
 fn parse_int(text: &str) -> Option<i64> {
@@ -786,6 +802,47 @@ fn scan_error(text: &str, e: &yaml_rust2::ScanError) -> SyntaxError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `is_null` says what resolving the scalar says, for every tag and quoting.
+    #[test]
+    fn is_null_agrees_with_resolve() {
+        let texts = [
+            "", "~", "null", "Null", "NULL", "nul", "0", "1.5", "true", "x", " ",
+        ];
+        let tags = [
+            None,
+            Some("null"),
+            Some("str"),
+            Some("int"),
+            Some("float"),
+            Some("bool"),
+            Some("custom"),
+        ];
+        for text in texts {
+            for plain in [true, false] {
+                for tag in tags {
+                    let node = Node {
+                        pos: Pos { line: 1, column: 1 },
+                        kind: NodeKind::Scalar {
+                            text: text.to_owned(),
+                            plain,
+                            tag: tag.map(str::to_owned),
+                        },
+                    };
+                    assert_eq!(
+                        node.is_null(),
+                        resolve(text, plain, tag) == Scalar::Null,
+                        "{text:?} plain={plain} tag={tag:?}"
+                    );
+                }
+            }
+        }
+        let seq = Node {
+            pos: Pos { line: 1, column: 1 },
+            kind: NodeKind::Seq(Vec::new()),
+        };
+        assert!(!seq.is_null());
+    }
 
     #[test]
     fn positions_are_one_based() {

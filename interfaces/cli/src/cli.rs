@@ -195,33 +195,111 @@ impl Direction {
     }
 }
 
+/// A subcommand's arguments, added to the parser only when that subcommand is built
+/// ([`clap::Command::defer`]): when it is the one parsed, or for help and completions. A
+/// command line names one subcommand, and building the arguments of all fifteen was most of
+/// clap's share of every awf command's start (issue 9: start-up). Reads as the arguments
+/// themselves (`Deref`).
+#[derive(Debug)]
+pub struct Deferred<T>(pub T);
+
+impl<T: clap::FromArgMatches> clap::FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Self)
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Self)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+
+    fn update_from_arg_matches_mut(
+        &mut self,
+        matches: &mut clap::ArgMatches,
+    ) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
+}
+
+/// `T`'s arguments added to `cmd` with what the subcommand says of itself kept: its about
+/// texts (the variant's doc comment, where `T`'s own doc comment would replace it once
+/// built after it, as it is when deferred).
+fn with_args_of<T: Args>(cmd: clap::Command, update: bool) -> clap::Command {
+    let about = cmd.get_about().cloned();
+    let long_about = cmd.get_long_about().cloned();
+    let cmd = if update {
+        T::augment_args_for_update(cmd)
+    } else {
+        T::augment_args(cmd)
+    };
+    let cmd = match about {
+        Some(a) => cmd.about(a),
+        None => cmd,
+    };
+    match long_about {
+        Some(a) => cmd.long_about(a),
+        None => cmd,
+    }
+}
+
+impl<T: Args> Args for Deferred<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.defer(|cmd| with_args_of::<T>(cmd, false))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        cmd.defer(|cmd| with_args_of::<T>(cmd, true))
+    }
+
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+}
+
+impl<T> std::ops::Deref for Deferred<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Deferred<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workflow.
-    Run(RunArgs),
+    Run(Deferred<RunArgs>),
     /// Validate a workflow file and print every finding.
-    Validate(ValidateArgs),
+    Validate(Deferred<ValidateArgs>),
     /// List available workflows (or, with `prompts`, the prompt files).
     #[command(visible_alias = "ls")]
-    List(ListArgs),
+    List(Deferred<ListArgs>),
     /// Print a workflow as a Graphviz DOT graph (a JSON graph with -f json).
-    Diagram(DiagramArgs),
+    Diagram(Deferred<DiagramArgs>),
     /// Explain error codes (all of them, one, or those under a prefix).
-    Error(ErrorArgs),
+    Error(Deferred<ErrorArgs>),
     /// Create the project layout (.awf.yaml, .awf/) with a working example.
-    Init(InitArgs),
+    Init(Deferred<InitArgs>),
     /// Continue an interrupted or failed run (same run id), or list resumable runs.
-    Resume(ResumeArgs),
+    Resume(Deferred<ResumeArgs>),
     /// Past runs, newest first, with filters and totals.
-    History(HistoryArgs),
+    History(Deferred<HistoryArgs>),
     /// One run: status, current state and every state's result.
-    Status(StatusArgs),
+    Status(Deferred<StatusArgs>),
     /// Cancel a run of the shared store (`--store`): a queued one at once, a running one by
     /// its worker.
-    Cancel(CancelArgs),
+    Cancel(Deferred<CancelArgs>),
     /// Project configuration.
-    Config(ConfigArgs),
+    Config(Deferred<ConfigArgs>),
     /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
     ///
     /// `--config FILE` names the proxy's JSON config: `intercept_builtins`,
@@ -235,7 +313,7 @@ pub enum Command {
         name = "mcp-serve",
         override_usage = "awf mcp-serve [--config <FILE>] [--workflows [DIR]] [--yes]"
     )]
-    McpServe(McpServeArgs),
+    McpServe(Deferred<McpServeArgs>),
     /// Serve workflows to editors over the Agent Client Protocol (ACP v1) on stdio.
     ///
     /// Each prompt `/workflow key=value ...` runs that workflow in the session's cwd and
@@ -247,7 +325,7 @@ pub enum Command {
         name = "acp-serve",
         override_usage = "awf acp-serve [--config <FILE>] [--workflow <NAME>]"
     )]
-    AcpServe(AcpServeArgs),
+    AcpServe(Deferred<AcpServeArgs>),
     /// Serve the HTTP API: list, read, validate and run workflows; read, cancel, resume,
     /// answer and follow runs (SSE); history. OpenAPI at /openapi.json, Swagger UI at /docs.
     /// Loopback unless `--token-env` names a token. At SIGTERM/SIGINT, running runs get
@@ -256,7 +334,7 @@ pub enum Command {
         name = "serve",
         override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>] [--max-runs <N>] [--cors-origin <ORIGIN>]... [--run-ttl <DURATION>] [--drain-timeout <DURATION>] [--keep-alive <DURATION>] [--header-timeout <DURATION>] [--store <URL> [--lease <DURATION>]]"
     )]
-    Serve(ServeArgs),
+    Serve(Deferred<ServeArgs>),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -672,5 +750,38 @@ mod parse_tests {
             panic!("help is an error kind")
         };
         assert!(help.contains("see `awf --help`"), "{help}");
+    }
+
+    /// A subcommand's arguments are built only when it is ([`Deferred`]); built, it keeps
+    /// what it says of itself: `awf <sub> --help` opens with the line `awf --help` gives it
+    /// (the arguments' own doc comment, `awf run`, replaced it once).
+    #[test]
+    fn deferred_subcommands_keep_their_about_and_get_their_arguments() {
+        use clap::CommandFactory;
+        let unbuilt = Cli::command()
+            .find_subcommand("run")
+            .map(|sc| sc.get_arguments().count());
+        assert_eq!(unbuilt, Some(0), "run's arguments wait until run is built");
+        let top = command();
+        for sc in top
+            .get_subcommands()
+            .filter(|sc| !sc.is_hide_set() && sc.get_name() != "help")
+        {
+            let name = sc.get_name();
+            let about = sc.get_about().map(ToString::to_string).unwrap_or_default();
+            let Err((help, _)) = full(&["awf", name, "--help"]) else {
+                panic!("{name} --help is an error kind")
+            };
+            // The first paragraph (clap drops its closing full stop in the list).
+            let first = help.lines().next().unwrap_or_default();
+            assert!(
+                !about.is_empty() && first.starts_with(&about),
+                "{name}: {first:?} / {about:?}"
+            );
+        }
+        let Err((help, _)) = full(&["awf", "run", "--help"]) else {
+            panic!("help is an error kind")
+        };
+        assert!(help.contains("--dry-run"), "{help}");
     }
 }
