@@ -118,8 +118,12 @@ struct Registry {
 }
 
 impl Registry {
+    /// What counts against the cap on live runs: the starts under way and the runs still
+    /// running. A run whose result is known and whose record is being flushed counts no
+    /// more (breaker: with `--max-runs 5`, runs that had ended 1.5 s before, shown
+    /// completed, refused new ones with 429 while their recorders flushed).
     fn live(&self) -> usize {
-        self.starting + self.runs.values().filter(|e| e.is_live()).count()
+        self.starting + self.runs.values().filter(|e| e.is_running()).count()
     }
 }
 
@@ -194,6 +198,12 @@ struct Info {
 impl Entry {
     fn is_live(&self) -> bool {
         lock(&self.info).finished_at.is_none()
+    }
+
+    /// Live and without its result yet: its engine still runs ([`Registry::live`]).
+    fn is_running(&self) -> bool {
+        let info = lock(&self.info);
+        info.finished_at.is_none() && info.result.is_none()
     }
 
     fn view(&self) -> RunView {
@@ -376,6 +386,15 @@ fn rejected(message: String) -> AwfError {
 /// Frees a slot taken by `start`/`resume` when the call ends, however it ends.
 struct Slot<'a>(&'a Mutex<Registry>);
 
+impl Slot<'_> {
+    /// Gives the slot up to the run just put into `r` (under the same lock: the run is never
+    /// counted twice, as a start and as a run, by a `reserve` in between).
+    fn hand_over(self, r: &mut Registry) {
+        r.starting = r.starting.saturating_sub(1);
+        std::mem::forget(self);
+    }
+}
+
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         let mut r = lock(self.0);
@@ -442,7 +461,7 @@ impl RunManager {
     /// A resumed run this process does not hold continues after `recorded` positions: the
     /// length of its recorded log (read before the new attempt started), which
     /// subscriptions from an earlier position replay from the store.
-    fn register(&self, handle: RunHandle, workflow: Shown, recorded: u64) -> RunId {
+    fn register(&self, slot: Slot<'_>, handle: RunHandle, workflow: Shown, recorded: u64) -> RunId {
         let parts = handle.into_parts();
         let mut recorded_before = 0;
         let log = match self.entry(&parts.run_id) {
@@ -489,6 +508,7 @@ impl RunManager {
             // A run resumed again after it finished here replaces its old entry.
             r.runs.shift_remove(&parts.run_id);
             r.runs.insert(parts.run_id.clone(), Arc::clone(&entry));
+            slot.hand_over(&mut r);
         }
         let pump = Pump {
             entry,
@@ -707,11 +727,10 @@ impl RunService for RunManager {
         let slot = self.reserve()?;
         let workflow = Shown::of(request.shown_as.clone(), &request.identifier);
         let handle = self.facade.start_run(request).await?;
-        let id = self.register(handle, workflow, 0);
-        // Registered, the run holds a live slot of its own: the reserved one goes now, not
-        // after the wait for its record (a run counted twice meanwhile refused a worker's
-        // next claim with the cap not reached: a claim given back and taken again).
-        drop(slot);
+        // Registered, the run holds a live slot of its own: the reserved one goes with it,
+        // not after the wait for its record (a run counted twice meanwhile refused a
+        // worker's next claim with the cap not reached: a claim given back and taken again).
+        let id = self.register(slot, handle, workflow, 0);
         self.until_on_record(&id).await;
         Ok(id)
     }
@@ -791,8 +810,7 @@ impl RunService for RunManager {
         };
         let workflow = Shown::of(request.shown_as.clone(), &id.0);
         let handle = self.facade.resume_run(request).await?;
-        let id = self.register(handle, workflow, recorded);
-        drop(slot);
+        let id = self.register(slot, handle, workflow, recorded);
         self.until_on_record(&id).await;
         Ok(id)
     }

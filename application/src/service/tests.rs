@@ -961,6 +961,57 @@ async fn a_start_waiting_for_its_record_counts_once_against_the_cap() {
     }
 }
 
+/// A recorder whose flush (a run's end) holds until released.
+struct HeldFlush {
+    asked: std::sync::mpsc::SyncSender<()>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl awf_domain::event::EventPublisher for HeldFlush {
+    fn emit(&self, _event: awf_domain::event::EventEnvelope) {}
+
+    fn flush(&self) {
+        let _ = self.asked.try_send(());
+        let _ = crate::engine::lock(&self.release).recv_timeout(Duration::from_secs(30));
+    }
+}
+
+/// A run whose result is known counts no more against the cap while its record is
+/// flushed (breaker: `awf serve --max-runs 5` answered 429 for 1 to 2 s after runs ended).
+#[tokio::test]
+async fn a_run_flushing_its_record_after_its_end_does_not_hold_a_live_slot() {
+    let (asked_tx, asked) = std::sync::mpsc::sync_channel(8);
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let mut svcs = services(
+        FakeRepository::new().with(steps("w", 1)),
+        FakeExecutor::new().always("step", FakeCommand::ok("")),
+        None,
+    );
+    svcs.recorders = vec![Arc::new(HeldFlush {
+        asked: asked_tx,
+        release: Mutex::new(release_rx),
+    })];
+    let svc = RunManager::new(
+        svcs,
+        ServiceConfig {
+            max_live_runs: 1,
+            ..ServiceConfig::default()
+        },
+    );
+    let first = svc.start(request("w")).await.unwrap();
+    // Its end is being flushed: the flush holds.
+    let waited = tokio::task::spawn_blocking(move || asked.recv_timeout(Duration::from_secs(30)));
+    assert!(waited.await.unwrap().is_ok(), "the run's end is flushed");
+    let second = svc.start(request("w")).await;
+    for _ in 0..8 {
+        let _ = release.send(());
+    }
+    let second = second.expect("the ended run's slot is free while its record is flushed");
+    for id in [first, second] {
+        assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Success);
+    }
+}
+
 /// Issue 15: with a store whose writes lag behind the run, nothing of a step runs before its
 /// start (and so every earlier step's completion) is durable: a worker killed meanwhile
 /// leaves the steps it went past recorded, and the run resumed elsewhere does not run them
