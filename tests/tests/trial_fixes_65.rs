@@ -38,6 +38,18 @@ states:
 /// only in the live result: the state file did not have it, so `awf status`, `GET
 /// /api/executions/{id}` and `awf resume` did not know it (a resumed
 /// `{{.states.slow1.Status}}` failed as "has not run").
+/// `awf resume <id>`: the resumed `report` step reads `slow1` as the first attempt did.
+fn resume_reads_the_skipped_branch(sb: &Sandbox, id: &str) {
+    let r = sb.run(&["resume", id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(
+        v["states"]["report"]["output"].as_str().map(str::trim_end),
+        Some("slow1 status=skipped"),
+        "{v}"
+    );
+}
+
 #[test]
 fn a_skipped_parallel_branch_is_recorded_for_status_http_and_resume() {
     let sb = http_serve::sandbox_with(&[("skip2", SKIP2)]);
@@ -67,14 +79,7 @@ fn a_skipped_parallel_branch_is_recorded_for_status_http_and_resume() {
 
     // `awf resume`: the report reads the same status as in the first attempt.
     std::fs::write(&ok, "").unwrap();
-    let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
-    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
-    let v = r.json().unwrap();
-    assert_eq!(
-        v["states"]["report"]["output"].as_str().map(str::trim_end),
-        Some("slow1 status=skipped"),
-        "{v}"
-    );
+    resume_reads_the_skipped_branch(&sb, &id);
 }
 
 /// Item 1 with the shared store (PostgreSQL): its recorder applies the same projection, so the
@@ -94,14 +99,7 @@ fn a_skipped_parallel_branch_is_recorded_in_the_shared_store() {
         .unwrap();
     assert_eq!(v["states"]["slow1"]["status"], "skipped", "{v}");
     std::fs::write(sb.path().join("go.flag"), "").unwrap();
-    let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
-    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
-    let v = r.json().unwrap();
-    assert_eq!(
-        v["states"]["report"]["output"].as_str().map(str::trim_end),
-        Some("slow1 status=skipped"),
-        "{v}"
-    );
+    resume_reads_the_skipped_branch(&sb, &id);
 }
 
 /// Item 2: the README said a failed body step whose `on_failure` names its loop makes the loop
