@@ -9,6 +9,7 @@
 use awf_tests::Sandbox;
 use awf_tests::mcp::RawServer;
 use pretty_assertions::assert_eq;
+use serde_json::Value;
 use serde_json::json;
 
 /// Item 3: a tool call's arguments with a repeated key were read as the last value (`who`
@@ -77,4 +78,99 @@ fn mcp_tool_call_arguments_that_repeat_a_key_are_a_tool_error_naming_it() {
         "hi Ada\n"
     );
     let _ = server.close();
+}
+
+/// The keys of `awf run -f json`'s result for a failure before start (a workflow that does
+/// not exist), sorted.
+fn run_failure_keys(sb: &Sandbox) -> Vec<String> {
+    let r = sb.run(&["run", "no-such-workflow", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], "failure", "{doc}");
+    let mut keys: Vec<String> = doc.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
+/// `awf resume -f json`'s failure: the run-result object on stdout (nothing of it on
+/// stderr), with `awf run -f json`'s keys for a failure before start.
+fn resume_failure(sb: &Sandbox, args: &[&str], keys: &[String]) -> Value {
+    let r = sb.run(args).unwrap();
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(!r.stderr.contains("\"error_code\""), "{}", r.stderr);
+    let doc = r
+        .json()
+        .unwrap_or_else(|e| panic!("{e}: stdout {} stderr {}", r.stdout, r.stderr));
+    let mut got: Vec<String> = doc.as_object().unwrap().keys().cloned().collect();
+    got.sort();
+    assert_eq!(got, keys, "{doc}");
+    assert_eq!(doc["status"], "failure", "{doc}");
+    assert_eq!(doc["exit_code"], r.code, "{doc}");
+    doc
+}
+
+/// Item 2: "still running in another awf process", "no run with id" and a missing state
+/// file were the error object (`{"error","code","error_code","hints"}`) on stderr, while a
+/// refused sub-workflow's run was the run-result object on stdout. Every failure of `awf
+/// resume -f json` before the resumed run starts is now the run-result object.
+#[test]
+fn resume_json_failures_before_the_run_starts_are_the_run_result_object() {
+    let sb = Sandbox::new().unwrap();
+    let keys = run_failure_keys(&sb);
+
+    // No run with that id.
+    let doc = resume_failure(&sb, &["resume", "no-such-run", "-f", "json"], &keys);
+    assert_eq!(doc["error"]["code"], "USER.FACADE.RUN_NOT_FOUND", "{doc}");
+    assert_eq!(doc["run_id"], Value::Null, "{doc}");
+
+    // Still running in another awf process.
+    sb.write(
+        "long.yaml",
+        "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 3666', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd(&["run", "long.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = awf_tests::wait_for_state(&sb, "the run to be at a", |v| {
+        v["status"] == "running" && v["current_state"] == "a"
+    });
+    let doc = resume_failure(&sb, &["resume", &id, "-f", "json"], &keys);
+    assert_eq!(doc["run_id"], id.as_str(), "{doc}");
+    assert_eq!(doc["workflow"], "long.yaml", "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still running in another awf process"),
+        "{doc}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sb.kill_processes(Some("sleep 3666"));
+
+    // A run whose state file is gone (known to the history only).
+    let r = sb
+        .run_workflow(
+            "fail.yaml",
+            "name: fail\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n",
+            &["-f", "json"],
+        )
+        .unwrap();
+    let failed = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let states = awf_tests::data(&sb).join("states");
+    for e in std::fs::read_dir(&states).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&failed) {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let doc = resume_failure(&sb, &["resume", &failed, "-f", "json"], &keys);
+    assert_eq!(doc["run_id"], failed.as_str(), "{doc}");
+    assert!(
+        doc["error"]["code"].as_str().unwrap().contains('.'),
+        "{doc}"
+    );
 }
