@@ -174,3 +174,70 @@ fn resume_json_failures_before_the_run_starts_are_the_run_result_object() {
         "{doc}"
     );
 }
+
+/// Item 1: a hook's `command: 'echo "[$log]"'` printed `[]` where a step's printed the
+/// input's value (hooks get no input environment variables, as in AWF (Go): spec workflow.md
+/// §1.10), and `awf validate` said nothing. It now warns at the hook, with the fix, and the
+/// fix works.
+#[test]
+fn validate_warns_at_a_hook_command_reading_an_input_variable() {
+    let sb = Sandbox::new().unwrap();
+    let yaml = |hook: &str| {
+        format!(
+            "name: h\ninputs:\n  - name: log\n    type: string\n    default: val\nhooks:\n  workflow_start:\n    - command: '{hook}'\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'echo \"[$log]\" > step.txt'\n    on_success: done\n  done: {{type: terminal}}\n"
+        )
+    };
+    sb.write("h.yaml", &yaml("echo \"[$log]\" > start.txt"))
+        .unwrap();
+    let r = sb.run(&["validate", "h.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "a warning only: {}", r.stdout);
+    assert!(r.stdout.contains("reads $log"), "{}", r.stdout);
+    let text = sb.run(&["validate", "h.yaml"]).unwrap();
+    assert!(
+        text.stdout.contains("hooks.workflow_start.0.command")
+            || text.stderr.contains("hooks.workflow_start.0.command")
+            || text.stdout.contains("h.yaml:8")
+            || text.stderr.contains("h.yaml:8"),
+        "{}{}",
+        text.stdout,
+        text.stderr
+    );
+    assert!(
+        format!("{}{}", text.stdout, text.stderr).contains("log={{shell_quote .inputs.log}}; …"),
+        "{}{}",
+        text.stdout,
+        text.stderr
+    );
+    // What it warns about: the hook does not see the input, the step does.
+    let run = sb.run(&["run", "h.yaml", "-q"]).unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("start.txt")).unwrap(),
+        "[]\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("step.txt")).unwrap(),
+        "[val]\n"
+    );
+
+    // The hint's fix: no warning, and the hook sees the value.
+    sb.write(
+        "h.yaml",
+        &yaml("log={{shell_quote .inputs.log}}; echo \"[$log]\" > start.txt"),
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "h.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !format!("{}{}", r.stdout, r.stderr).contains("reads $log"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let run = sb.run(&["run", "h.yaml", "-q"]).unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("start.txt")).unwrap(),
+        "[val]\n"
+    );
+}
