@@ -77,6 +77,8 @@ pub fn validate_loaded(
     let mut extra = validate::missing_env(&loaded.workflow, env);
     // Shown by `awf validate` only: a run does not repeat it on every start.
     extra.extend(validate::unquoted_shell_values(&loaded.workflow));
+    // Validate only, as the quoting warnings: a hook reading `$input` gets no value.
+    extra.extend(validate::hook_input_variables(&loaded.workflow));
     // Validate only: a run keeps AWF's behaviour (the engine's CIRCULAR_CALL at the call, exit 3).
     extra.extend(call_cycles(services, &loaded.workflow));
     // Validate only: a step's failure says it when its timeout cuts its retries short.

@@ -1935,6 +1935,157 @@ pub fn missing_env(wf: &Workflow, env: &BTreeMap<String, String>) -> Vec<Diagnos
         .collect()
 }
 
+/// Warnings (`WORKFLOW.VALIDATION.INVALID_REFERENCE`) for each hook `command:` that reads a
+/// declared input as a shell variable (`$log`, `${log}`, `${log:-x}`): a step gets each
+/// declared input as an environment variable, a hook does not (spec workflow.md §1.10, "no
+/// input env vars", as in AWF (Go)), so there the variable is awf's own environment's, most
+/// often empty (unless the command assigns it first: `log=…; echo "$log"`). One warning per
+/// input and action, at `states.<s>.hooks.pre.<i>.command`
+/// (`post`) or `hooks.<hook>.<i>.command`; the hint assigns the variable from the template
+/// at the command's start. `$name` in single quotes, after a backslash, in a `#` comment or
+/// inside a `{{ … }}` action (a template variable) is not a read.
+pub fn hook_input_variables(wf: &Workflow) -> Vec<Diagnostic> {
+    let names: Vec<&str> = wf
+        .inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .filter(|n| shell_variable_name(n))
+        .collect();
+    let mut out = Vec::new();
+    if names.is_empty() {
+        return out;
+    }
+    let mut check = |actions: &[HookAction], base: &str| {
+        for (i, a) in actions.iter().enumerate() {
+            let HookAction::Command(text) = a else {
+                continue;
+            };
+            for name in shell_variables_read(text) {
+                if !names.contains(&name.as_str()) {
+                    continue;
+                }
+                out.push(
+                    Diagnostic::warning(
+                        ErrorCode::WorkflowValidationInvalidReference,
+                        format!("{base}.{i}.command"),
+                        format!(
+                            "the hook command reads ${name}, but hooks do not get the inputs as environment variables (steps do; as in AWF (Go)): ${name} there is awf's own environment's, most often empty"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "set it from the input at the command's start: `{name}={{{{shell_quote .inputs.{name}}}}}; …`"
+                    )),
+                );
+            }
+        }
+    };
+    for (name, state) in &wf.states {
+        check(&state.hooks.pre, &format!("states.{name}.hooks.pre"));
+        check(&state.hooks.post, &format!("states.{name}.hooks.post"));
+    }
+    let h = &wf.hooks;
+    check(&h.workflow_start, "hooks.workflow_start");
+    check(&h.workflow_end, "hooks.workflow_end");
+    check(&h.workflow_error, "hooks.workflow_error");
+    check(&h.workflow_cancel, "hooks.workflow_cancel");
+    out
+}
+
+/// Whether `name` can be a shell variable's name (`[A-Za-z_][A-Za-z0-9_]*`).
+fn shell_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The names of the shell variables `text` (shell command text with `{{ … }}` actions) reads
+/// with `$name` or `${…name…}` before it assigns them (`name=…` starting a word), in order,
+/// each once. Not a read: a `$` in single quotes (or `$'…'`), after a backslash, in a `#`
+/// comment, or inside an action. A light reading: a quoted here-document's body counts as
+/// commands, and only `name=…` assigns.
+pub fn shell_variables_read(text: &str) -> Vec<String> {
+    // The text with each action replaced by a plain word: its quotes and `$` are the
+    // template's, and the word keeps the shell's quoting around it as it was.
+    let mut masked = String::with_capacity(text.len());
+    for piece in crate::shell::shell_pieces(text) {
+        match piece {
+            crate::shell::ShellPiece::Text(t) => masked.push_str(t),
+            crate::shell::ShellPiece::Action(_) => masked.push('x'),
+        }
+    }
+    let b = masked.as_bytes();
+    let name_end = |from: usize| {
+        let mut j = from;
+        if j < b.len() && (b[j].is_ascii_alphabetic() || b[j] == b'_') {
+            while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+                j += 1;
+            }
+        }
+        j
+    };
+    let word_start =
+        |i: usize| i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(');
+    let mut found: Vec<String> = Vec::new();
+    let mut assigned: Vec<&str> = Vec::new();
+    let (mut single, mut double) = (false, false);
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if single {
+            if c == b'\'' {
+                single = false;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            b'\\' => i += 1,
+            b'\'' if !double => single = true,
+            b'"' => double = !double,
+            b'#' if !double && word_start(i) => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'$' => {
+                let mut from = i + 1;
+                if b.get(from) == Some(&b'\'') && !double {
+                    single = true;
+                    i = from;
+                } else {
+                    if b.get(from) == Some(&b'{') {
+                        from += 1;
+                        if matches!(b.get(from), Some(b'#' | b'!')) {
+                            from += 1;
+                        }
+                    }
+                    let end = name_end(from);
+                    if end > from {
+                        let name = &masked[from..end];
+                        if !found.iter().any(|f| f == name) && !assigned.contains(&name) {
+                            found.push(name.to_owned());
+                        }
+                        i = end - 1;
+                    }
+                }
+            }
+            // `name=…` starting a word: the variable is the command's own from here on.
+            _ if !double && word_start(i) && name_end(i) > i => {
+                let end = name_end(i);
+                if b.get(end) == Some(&b'=') {
+                    assigned.push(&masked[i..end]);
+                }
+                i = end - 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
 /// Template functions whose output is already quoted for the shell: an action ending in one
 /// needs no further quoting (spec workflow.md, `shell_quote`).
 pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"];

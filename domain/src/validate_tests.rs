@@ -3116,3 +3116,58 @@ fn an_index_or_field_of_a_plain_loop_item_is_an_error_in_commands_and_prompts() 
     assert_eq!(loop_msgs(&w).len(), 1, "{:#?}", references(&w));
     assert!(references(&w).iter().all(|d| !d.message.contains("nope")));
 }
+
+#[test]
+fn shell_variables_read_skips_quotes_escapes_comments_and_actions() {
+    assert_eq!(
+        shell_variables_read(r#"echo "[$log]" ${b} ${#c} ${d:-x} $e_1x"#),
+        ["log", "b", "c", "d", "e_1x"]
+    );
+    assert!(shell_variables_read(r"echo '$a' \$b $'$c' # $d").is_empty());
+    assert!(shell_variables_read("echo {{ $x := .inputs.a }}{{ $x }} $$ $1").is_empty());
+    // A `$` inside double quotes is a read even with single quotes around it there.
+    assert_eq!(shell_variables_read(r#"echo "'$a'""#), ["a"]);
+    assert_eq!(shell_variables_read("echo $a $a"), ["a"]);
+}
+
+#[test]
+fn a_hook_command_reading_a_declared_input_variable_is_warned_about() {
+    let mut w = wf(
+        "a",
+        vec![cmd("a", r#"echo "[$log]""#, Some("done")), terminal("done")],
+    );
+    w.inputs.push(input("log"));
+    // A step's command gets the input: nothing to say.
+    assert!(hook_input_variables(&w).is_empty());
+    w.hooks.workflow_start = vec![HookAction::Command(r#"echo "[$log] $HOME""#.into())];
+    w.states.get_mut("a").unwrap().hooks.post = vec![
+        HookAction::Log("$log".into()),
+        HookAction::Command("echo '$log'; echo ${log:-none}".into()),
+    ];
+    let found: Vec<(String, String)> = hook_input_variables(&w)
+        .into_iter()
+        .map(|d| {
+            assert_eq!(d.severity, Severity::Warning);
+            assert_eq!(d.code, ErrorCode::WorkflowValidationInvalidReference);
+            assert!(d.message.contains("reads $log"), "{}", d.message);
+            (d.path, d.hint.unwrap())
+        })
+        .collect();
+    let hint = "set it from the input at the command's start: `log={{shell_quote .inputs.log}}; …`";
+    assert_eq!(
+        found,
+        [
+            ("states.a.hooks.post.1.command".to_owned(), hint.to_owned()),
+            ("hooks.workflow_start.0.command".to_owned(), hint.to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn shell_variables_read_leaves_out_what_the_command_assigns_first() {
+    assert!(shell_variables_read(r#"log={{shell_quote .inputs.log}}; echo "[$log]""#).is_empty());
+    assert!(shell_variables_read("export a=1 && echo $a").is_empty());
+    // Read before its assignment, or `=` inside quotes: a read.
+    assert_eq!(shell_variables_read("echo $a; a=1"), ["a"]);
+    assert_eq!(shell_variables_read(r#"echo "a=1" $a"#), ["a"]);
+}

@@ -18,6 +18,12 @@
 //!   that is not a string or an integer, no `method`) gets `-32600`; both with the request's
 //!   id when it can be read, else `"id": null`. Empty lines are ignored, a UTF-8 BOM and CRLF
 //!   line ends are accepted.
+//! - An object of the message that repeats a key (at any depth) is refused, as the HTTP API
+//!   refuses it (one helper, [`awf_domain::json::parse_unique`]): in a `tools/call`'s
+//!   `arguments`, with the call's tool error (`isError: true`,
+//!   `[USER.INPUT.VALIDATION_FAILED] the tool call's arguments repeat the key "who" (at /who)…`);
+//!   elsewhere in a request with `-32600` naming the key (`"id": null` when it is `id`); a
+//!   notification or response that repeats a key is dropped. The call never runs.
 //! - A request whose id is that of a request of the client still pending (not answered yet)
 //!   is refused with `-32600` and `"id": null` (the message names the id, `data.duplicate_id`
 //!   holds it) and never runs; the pending request is answered as usual (JSON-RPC 2.0 §4:
@@ -734,8 +740,20 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
         return Verdict::Drop("empty line");
     }
     // serde_json refuses invalid UTF-8, lone surrogates, nesting over 128 and trailing data
-    // (two messages on one line), all of which rmcp would drop without an answer.
-    let m = match serde_json::from_slice::<Value>(body) {
+    // (two messages on one line), all of which rmcp would drop without an answer. An object
+    // that repeats a key is refused too (rmcp would take its last value, the HTTP API
+    // answers 400): see [`repeated_key`].
+    let parsed = match awf_domain::json::parse_unique(body) {
+        Ok(v) => Ok(v),
+        Err(awf_domain::json::NotUnique::Json(e)) => Err(e),
+        // Read whole as rmcp would read it (the last value of each key wins), for its id and
+        // method; a text that is not JSON after all is refused as such.
+        Err(awf_domain::json::NotUnique::Repeated(r)) => match serde_json::from_slice(body) {
+            Ok(Value::Object(m)) => return repeated_key(&m, &r),
+            other => other,
+        },
+    };
+    let m = match parsed {
         Ok(Value::Object(m)) => m,
         Ok(Value::Array(_)) => {
             return Verdict::Answer(error_frame(
@@ -837,6 +855,62 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
         }
         None => invalid("no `method`"),
     }
+}
+
+/// The answer to a message (`m`, each key's last value) an object of which repeats a key
+/// (`r`): in a
+/// `tools/call`'s `arguments`, the call's tool error (an `isError: true` result,
+/// `[USER.INPUT.VALIDATION_FAILED]` naming the key and where it is in the arguments, as the
+/// tools answer other bad arguments); elsewhere in a request, `-32600` naming it (with
+/// `"id": null` when the repeated key is the `id` itself, which is then ambiguous). A
+/// notification or a response that repeats a key is dropped (nothing answers them).
+fn repeated_key(m: &serde_json::Map<String, Value>, r: &awf_domain::json::RepeatedKey) -> Verdict {
+    use awf_domain::json::PathStep;
+    let outer: Vec<&PathStep> = r.path.iter().rev().collect();
+    let id_repeated = outer.is_empty() && r.key == "id";
+    let reply_id = match usable_id(m.get("id")) {
+        Some(id) if !id_repeated => id.clone(),
+        _ if id_repeated => Value::Null,
+        _ => return Verdict::Drop("a notification or response that repeats a key"),
+    };
+    if m.get("method").and_then(Value::as_str).is_none() {
+        return Verdict::Drop("a response that repeats a key");
+    }
+    let in_arguments = m.get("method").and_then(Value::as_str) == Some("tools/call")
+        && matches!(
+            outer.as_slice(),
+            [PathStep::Key(p), PathStep::Key(a), ..] if p == "params" && a == "arguments"
+        );
+    if in_arguments {
+        // Where in the arguments (`/who`, `/list/0/k`), as the HTTP API's pointer.
+        let pointer = r.pointer();
+        let at = pointer
+            .strip_prefix("/params/arguments")
+            .unwrap_or(&pointer);
+        let text = format!(
+            "[{}] the tool call's arguments repeat the key \"{}\" (at {}): each key of a \
+             JSON object must appear once\nHint: send each key once: {{\"a\": 1, \"b\": 2}}, \
+             not {{\"a\": 1, \"a\": 2}}",
+            awf_domain::ErrorCode::UserInputValidationFailed,
+            printable(&r.key),
+            printable(at)
+        );
+        let result = serde_json::json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+        });
+        return Verdict::Answer(result_frame(&reply_id, &result));
+    }
+    Verdict::Answer(error_frame(
+        &reply_id,
+        -32600,
+        &format!(
+            "Invalid request: the message repeats the key \"{}\" (at {}): each key of a JSON \
+             object must appear once",
+            printable(&r.key),
+            printable(&r.pointer())
+        ),
+    ))
 }
 
 /// Whether rmcp serves the request `read` (with the usable id `id`; `Ok`: whether it is a

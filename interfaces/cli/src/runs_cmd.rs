@@ -30,7 +30,8 @@ use crate::wiring;
 /// `awf resume <id>` / `awf resume --list`.
 pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     let signals = run_cmd::Signals::install();
-    let fail = |e: &AwfError| {
+    // `--list` is no run: its failures are the error object, as other commands'.
+    let fail_list = |e: &AwfError| {
         crate::errors::report(
             &CliError::Awf(e.clone()),
             ctx.json(),
@@ -38,6 +39,11 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             ctx.err_style,
         )
     };
+    // Before the run id is known (no run id given, none matches, the data root cannot be
+    // opened): the run-result object `awf run -f json` prints for a failure before start,
+    // `run_id` null and `workflow` the id as given.
+    let query_text = args.run_id.clone().unwrap_or_default();
+    let fail = |e: &AwfError| run_cmd::fail_before_start(ctx, &query_text, e);
     // `--list` only reads: nothing of the data root is created for it.
     let built = if args.list {
         wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())
@@ -52,7 +58,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     if args.list {
         return match list_resumable(ctx, &w) {
             Ok(()) => Outcome::Success,
-            Err(e) => fail(&e),
+            Err(e) => fail_list(&e),
         };
     }
     let Some(query) = args.run_id.clone() else {
@@ -68,11 +74,21 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Ok(id) => id,
         Err(e) => return fail(&e),
     };
+    // The run's state file, read once for what is decided here before the resume.
+    let recorded = w.state_store().ok().map(|store| store.load(&run_id));
+    // The run's workflow, as it was started (its id when the state cannot be read).
+    let workflow = match &recorded {
+        Some(Ok(snap)) => snap.workflow.clone(),
+        _ => run_id.clone(),
+    };
+    // From here on every failure before the resumed run starts is the run-result object
+    // naming the run and its workflow (`awf run -f json`'s shape for a failure before start;
+    // breaker: "still running in another awf process" and "state file missing" were the
+    // error object on stderr, a refused sub-workflow's run the result object on stdout).
+    let fail = |e: &AwfError| run_cmd::fail_before_resume(ctx, &run_id, &workflow, e);
     if let Err(e) = w.check_store_writable() {
         return fail(&e);
     }
-    // The run's state file, read once for what is decided here before the resume.
-    let recorded = w.state_store().ok().map(|store| store.load(&run_id));
     // Known to the history only (stopped before its first state file): nothing to resume.
     // (A shared store's queued run has no state file either, and starts from the beginning.)
     if w.pg.get().is_none()
@@ -232,12 +248,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
                     tracing::warn!("run {run_id}: giving it back to the queue failed: {ge}");
                 }
             }
-            // The run's workflow, as it was started (its id when the state cannot be read).
-            let workflow = match &recorded {
-                Some(Ok(snap)) => snap.workflow.clone(),
-                _ => run_id.clone(),
-            };
-            return run_cmd::fail_before_resume(ctx, &run_id, &workflow, &e);
+            return fail(&e);
         }
     };
     run_cmd::log_record_location(recorder.as_ref(), &w.data_root, w.store_url.as_deref(), &id);
