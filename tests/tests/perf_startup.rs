@@ -138,6 +138,47 @@ fn list_reads_each_workflow_file_once_and_starts_no_thread() {
     );
 }
 
+/// Many workflows are read and validated side by side (issue 9: `awf list` of 20 workflows
+/// against `just --list`): each file still read once, the entries in the order a lone thread
+/// gives (by name), a broken one marked where it stands.
+#[test]
+fn a_long_list_reads_each_file_once_and_keeps_its_order() {
+    let mut sb = Sandbox::new().unwrap();
+    let dir = sb.path().join("wf");
+    sb.set_env("AWF_WORKFLOWS_PATH", &dir.display().to_string());
+    let mut files = Vec::new();
+    let mut names = Vec::new();
+    for i in 0..30 {
+        let name = format!("w{i:02}");
+        let text = if i == 17 {
+            chain(&name, 2).replace("on_success: done", "on_success: nowhere")
+        } else {
+            chain(&name, 3)
+        };
+        files.push(sb.write(&format!("wf/{name}.yaml"), &text).unwrap());
+        names.push(name);
+    }
+    let (run, trace) = traced(&sb, "openat,open", &["list", "-f", "json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let listed: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, names.iter().map(String::as_str).collect::<Vec<_>>());
+    for (i, e) in v.as_array().unwrap().iter().enumerate() {
+        let broken = e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("WORKFLOW.VALIDATION."));
+        assert_eq!(broken, i == 17, "{e}");
+    }
+    for f in &files {
+        assert_eq!(opens_of(&trace, f).len(), 1, "{} is read once", f.display());
+    }
+}
+
 #[test]
 fn validate_starts_no_thread_and_reports_as_before() {
     let sb = Sandbox::new().unwrap();

@@ -28,6 +28,7 @@ use awf_domain::workflow::WorkflowSource;
 
 pub use decode::STATE_TYPES;
 pub use decode::parse_size;
+pub use repo::Listed;
 pub use repo::RepoPaths;
 pub use repo::YamlRepository;
 pub use repo::project_root;

@@ -631,6 +631,19 @@ impl WorkflowRepository for YamlRepository {
     }
 }
 
+/// A workflow file [`YamlRepository::listed`] finds: its name (the file's stem), the source
+/// of its directory (`env`, `local`, `global`) and its path. [`YamlRepository::load_listed`]
+/// reads it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The name `awf run` knows it by.
+    pub name: String,
+    /// Where its directory comes from.
+    pub source: &'static str,
+    /// The file.
+    pub path: PathBuf,
+}
+
 impl YamlRepository {
     /// [`WorkflowRepository::list`] with each entry's parsed workflow (`None` for a broken
     /// entry: its `error` says why), parsed exactly as [`WorkflowRepository::load`] parses
@@ -640,56 +653,72 @@ impl YamlRepository {
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
     pub fn list_loaded(&self) -> Result<Vec<(WorkflowEntry, Option<LoadedWorkflow>)>, AwfError> {
+        Ok(self
+            .listed()?
+            .into_iter()
+            .map(|l| self.load_listed(l))
+            .collect())
+    }
+
+    /// The workflow files of every source, in listing order, the first of a name winning;
+    /// nothing is read but the directories.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
+    pub fn listed(&self) -> Result<Vec<Listed>, AwfError> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for (dir, source) in self.paths.sources() {
             for (name, path) in Self::names_in(dir)? {
-                if !seen.insert(name.clone()) {
-                    continue;
+                if seen.insert(name.clone()) {
+                    out.push(Listed { name, source, path });
                 }
-                // Never read a FIFO or device (it could block): mark it instead.
-                let loaded = match unusable_path_error(&path, &name) {
-                    Some(e) => Err(e),
-                    None if path.file_stem().and_then(|s| s.to_str()).is_none() => {
-                        Err(AwfError::new(
-                            ErrorCode::UserInputInvalidFormat,
-                            "the file name is not valid UTF-8",
-                        )
-                        .with_hint(
-                            "rename the file: a workflow is named by its file name, which must \
-                             be UTF-8 to be given on the command line",
-                        ))
-                    }
-                    None => self.load_file(&path, &name),
-                };
-                let (version, description, error, loaded) = match loaded {
-                    Ok(l) => (
-                        l.workflow.version.clone(),
-                        l.workflow.description.clone(),
-                        None,
-                        Some(l),
-                    ),
-                    // The entry names the file: the message need not repeat it.
-                    Err(e) => {
-                        let prefix = format!("{}: ", path.display());
-                        let msg = e.message().strip_prefix(&prefix).unwrap_or(e.message());
-                        (None, None, Some(format!("[{}] {msg}", e.code())), None)
-                    }
-                };
-                out.push((
-                    WorkflowEntry {
-                        name,
-                        source: source.to_owned(),
-                        path,
-                        version,
-                        description,
-                        error,
-                    },
-                    loaded,
-                ));
             }
         }
         Ok(out)
+    }
+
+    /// The entry of a listed file and its parse ([`YamlRepository::list_loaded`]'s item).
+    pub fn load_listed(&self, listed: Listed) -> (WorkflowEntry, Option<LoadedWorkflow>) {
+        let Listed { name, source, path } = listed;
+        // Never read a FIFO or device (it could block): mark it instead.
+        let loaded = match unusable_path_error(&path, &name) {
+            Some(e) => Err(e),
+            None if path.file_stem().and_then(|s| s.to_str()).is_none() => Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                "the file name is not valid UTF-8",
+            )
+            .with_hint(
+                "rename the file: a workflow is named by its file name, which must \
+                 be UTF-8 to be given on the command line",
+            )),
+            None => self.load_file(&path, &name),
+        };
+        let (version, description, error, loaded) = match loaded {
+            Ok(l) => (
+                l.workflow.version.clone(),
+                l.workflow.description.clone(),
+                None,
+                Some(l),
+            ),
+            // The entry names the file: the message need not repeat it.
+            Err(e) => {
+                let prefix = format!("{}: ", path.display());
+                let msg = e.message().strip_prefix(&prefix).unwrap_or(e.message());
+                (None, None, Some(format!("[{}] {msg}", e.code())), None)
+            }
+        };
+        (
+            WorkflowEntry {
+                name,
+                source: source.to_owned(),
+                path,
+                version,
+                description,
+                error,
+            },
+            loaded,
+        )
     }
 }
 
