@@ -112,3 +112,62 @@ fn a_live_run_of_the_shared_store_is_running_in_status_and_history_until_its_pro
         "{stats}"
     );
 }
+
+/// Item 2 (MED): a queued run's `started_at` was overwritten with the time a worker claimed
+/// it, dropping its time in the queue (README: a queued run has its submit time as its
+/// start). Now the run keeps its submit time as its start once it runs, on every surface,
+/// and its `duration_ms` spans its time in the queue. (Its submit time is set an hour back,
+/// so that the claim cannot fall within the same millisecond.)
+#[test]
+fn a_queued_run_keeps_its_submit_time_as_its_start_once_a_worker_runs_it() {
+    let db = TestDb::new();
+    let mut sb = awf_tests::http_serve::sandbox_with(&[(
+        "quick",
+        "name: quick\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  done: {type: terminal}\n",
+    )]);
+    sb.set_env("AWF_STORE", &db.url);
+    let r = sb.run(&["run", "--submit", "quick"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout.trim().to_owned();
+    psql(
+        &db.url,
+        &format!(
+            "UPDATE awf_runs SET submitted_at = submitted_at - interval '1 hour' \
+             WHERE run_id = '{id}'"
+        ),
+    );
+    let status = |sb: &Sandbox| {
+        let r = sb.run(&["status", &id, "-f", "json"]).unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.json().unwrap()
+    };
+    let queued = status(&sb);
+    assert_eq!(queued["status"], "queued", "{queued}");
+    let submitted = queued["started_at"].as_str().unwrap().to_owned();
+    let _worker = awf_tests::http_serve::start(&sb, &[]);
+    awf_tests::wait_for("the worker to run the run", || {
+        psql(
+            &db.url,
+            &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success"
+    });
+    let done = status(&sb);
+    assert_eq!(done["run_status"], "success", "{done}");
+    assert_eq!(done["started_at"], submitted.as_str(), "awf status: {done}");
+    let duration = done["duration_ms"].as_u64().unwrap();
+    assert!(duration >= 3_600_000, "awf status: {done}");
+    let h = sb.run(&["history", "-n", "1", "-f", "json"]).unwrap();
+    let row = h.json().unwrap()[0].clone();
+    assert_eq!(row["id"], id.as_str(), "{row}");
+    assert_eq!(row["started_at"], submitted.as_str(), "awf history: {row}");
+    assert_eq!(row["duration_ms"], duration, "awf history: {row}");
+    // The run's result (its `run_finished` event) says the same duration.
+    let finished = psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'result'->>'duration_ms' FROM awf_events \
+             WHERE run_id = '{id}' AND kind = 'run_finished'"
+        ),
+    );
+    assert_eq!(finished, duration.to_string(), "run_finished");
+}

@@ -858,3 +858,9 @@ mod tests {
         assert!(e.hints()[0].contains("postgresql://"), "{:?}", e.hints());
     }
 }
+
+/// The time `ms` milliseconds after the Unix epoch (a negative count: the epoch), as the
+/// store's `(extract(epoch from …) * 1000)::bigint` columns give times.
+pub(crate) fn ms_time(ms: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
