@@ -79,7 +79,7 @@ impl Facade {
             warnings,
             mocks: req.mocks,
             resume: None,
-            first_started_at: None,
+            first_started_at: req.started_at,
             resume_loop: Vec::new(),
             interactive: req.interactive,
             only_step: req.only_step,

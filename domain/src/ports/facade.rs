@@ -61,6 +61,10 @@ pub struct RunRequest {
     /// shows it. `None`: the identifier. What is recorded as the run's identifier (and its
     /// path) does not change.
     pub shown_as: Option<String>,
+    /// When the run counts as started, when not now: a shared store's queued run started by
+    /// a worker keeps its submit time as its start, so its `started_at` does not move when it
+    /// is claimed and its `duration_ms` spans its time in the queue. `None`: its start.
+    pub started_at: Option<std::time::SystemTime>,
 }
 
 /// Where an interactive run stops.

@@ -297,6 +297,12 @@ pub fn storable(mut value: serde_json::Value) -> serde_json::Value {
     value
 }
 
+/// The time `ms` milliseconds after the Unix epoch (a negative count: the epoch), as the
+/// store's `(extract(epoch from …) * 1000)::bigint` columns give times.
+pub(crate) fn ms_time(ms: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
 /// `text` made storable in a `text` column: every NUL becomes [`NUL_REPLACEMENT`].
 pub fn storable_text(text: &str) -> String {
     text.replace('\0', &NUL_REPLACEMENT.to_string())

@@ -437,6 +437,17 @@ pub(crate) fn lock_key(run_id: &str) -> String {
     format!("awf-run:{run_id}")
 }
 
+/// The SQL condition "some session holds the advisory lock whose key text ([`lock_key`]) is
+/// the query parameter `$param`", read from `pg_locks` without taking the lock.
+pub(crate) fn lock_held_sql(param: usize) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
+           AND l.granted AND l.objsubid = 1 \
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(${param}, 0))"
+    )
+}
+
 impl RunLocks for PgStore {
     /// `pg_try_advisory_lock` of the run id's 64-bit hash on a connection of its own, held by
     /// the guard.
@@ -470,5 +481,20 @@ impl RunLocks for PgStore {
             client: Some(client),
             store: self.clone(),
         })))
+    }
+
+    /// Whether some session, of any awf process on any host, holds the run's advisory lock
+    /// (`pg_locks`): the process running a top-level run holds it for the whole run, and
+    /// PostgreSQL releases it as soon as that process's connection closes (SIGKILL, crash).
+    /// `None` when the database cannot be asked.
+    fn is_held(&self, run_id: &str) -> Option<bool> {
+        let rows = self
+            .query(
+                "check the run's lock",
+                format!("SELECT {}", lock_held_sql(1)),
+                vec![Box::new(lock_key(run_id))],
+            )
+            .ok()?;
+        rows.first().and_then(|r| column::<bool>(r, 0).ok())
     }
 }

@@ -262,6 +262,10 @@ pub struct Claim {
     /// Set when this claim resumes a run parked on a usage limit (status `waiting`) whose
     /// reset time, this, has come; `None` otherwise.
     pub parked_until: Option<std::time::SystemTime>,
+    /// When the run was submitted (queued): a worker starting the run passes it as the
+    /// run's start (`RunRequest::started_at`; README: a queued run has its submit time as its
+    /// start, and keeps it once it runs).
+    pub submitted_at: Option<std::time::SystemTime>,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -374,7 +378,8 @@ pub async fn claim(
              WHERE r.run_id = old.run_id \
              RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested, \
                  CASE WHEN old.old_state = 'claimed' THEN old.old_worker END, \
-                 CASE WHEN old.old_state = 'done' THEN r.waiting_until END"
+                 CASE WHEN old.old_state = 'done' THEN r.waiting_until END, \
+                 (extract(epoch from r.submitted_at) * 1000)::bigint"
     );
     let rows = client
         .query(&sql, &[&worker_id, &limit, &millis(lease), &held])
@@ -400,6 +405,7 @@ pub async fn claim(
                 cancel_requested: column(r, 4)?,
                 taken_from: column(r, 5)?,
                 parked_until,
+                submitted_at: column::<Option<i64>>(r, 7)?.map(crate::ms_time),
             })
         })
         .collect()
@@ -987,13 +993,9 @@ pub async fn take_from_queue(pool: &Pool, run_id: &RunId) -> Result<Option<Strin
                    AND ((queue_state IN ('queued', 'claimed') AND NOT {ENDED} \
                          AND status IN ('running', 'failure', 'cancelled', 'waiting')) \
                      OR (queue_state = 'done' AND status = 'waiting')) \
-                   AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
-                       AND l.granted AND l.objsubid = 1 \
-                       AND l.database = (SELECT oid FROM pg_database \
-                                         WHERE datname = current_database()) \
-                       AND ((l.classid::bigint << 32) | l.objid::bigint) \
-                           = hashtextextended($2, 0)) \
-                 FOR UPDATE"
+                   AND {held} \
+                 FOR UPDATE",
+                held = crate::ports::lock_held_sql(2)
             ),
             &[&run_id.0, &crate::ports::lock_key(&run_id.0)],
         )
@@ -1284,17 +1286,15 @@ pub async fn requeue_resume(
         .map_err(|e| unavailable("encode the request", &e))?;
     let n = client
         .execute(
-            "UPDATE awf_runs SET queue_state = 'queued', request = $2, run_started = true, \
-             worker_id = NULL, lease_until = NULL, not_before = NULL, cancel_requested = false, \
-             submitted_at = now(), updated_at = now() \
-             WHERE run_id = $1 AND parent_run_id IS NULL AND queue_state IN ('none', 'done') \
-               AND status IN ('failure', 'cancelled', 'waiting', 'running') \
-               AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
-                   AND l.granted AND l.objsubid = 1 \
-                   AND l.database = (SELECT oid FROM pg_database \
-                                     WHERE datname = current_database()) \
-                   AND ((l.classid::bigint << 32) | l.objid::bigint) \
-                       = hashtextextended($3, 0))",
+            &format!(
+                "UPDATE awf_runs SET queue_state = 'queued', request = $2, run_started = true, \
+                 worker_id = NULL, lease_until = NULL, not_before = NULL, \
+                 cancel_requested = false, submitted_at = now(), updated_at = now() \
+                 WHERE run_id = $1 AND parent_run_id IS NULL AND queue_state IN ('none', 'done') \
+                   AND status IN ('failure', 'cancelled', 'waiting', 'running') \
+                   AND NOT {}",
+                crate::ports::lock_held_sql(3)
+            ),
             &[&run_id.0, &body, &crate::ports::lock_key(&run_id.0)],
         )
         .await

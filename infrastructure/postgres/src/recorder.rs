@@ -52,6 +52,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::time::Duration;
+use std::time::SystemTime;
 
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::EventPublisher;
@@ -647,6 +648,15 @@ impl Writer {
         .await
     }
 
+    /// The submit time of `run_id` when it is a queued run that has not started yet (its row
+    /// has no snapshot); read with retries while the database is away.
+    async fn stored_submit_time(&self, run_id: &str) -> Option<SystemTime> {
+        self.read_retrying(&format!("run {run_id}"), || {
+            read_submit_time(&self.pool, run_id)
+        })
+        .await
+    }
+
     /// The `InteractionRequired` envelopes of `root`'s stored log that no
     /// `InteractionResolved` answers (an earlier attempt's open requests), in log order;
     /// read with retries while the database is away.
@@ -733,7 +743,17 @@ impl Writer {
                     },
                     None => None,
                 };
-                let proj = RunProjection::start(&env, earlier);
+                let mut proj = RunProjection::start(&env, earlier);
+                // A queued run a worker starts keeps its submit time as its start (the engine
+                // counts its duration from there too: `RunRequest::started_at`).
+                if resumed_from.is_none()
+                    && env.parent_run_id.is_none()
+                    && let Some(p) = proj.as_mut()
+                    && let Some(submitted) = self.stored_submit_time(&run_id).await
+                    && submitted < p.snap.started_at
+                {
+                    p.snap.started_at = submitted;
+                }
                 self.runs.insert(
                     run_id.clone(),
                     RunProj {
@@ -1136,6 +1156,28 @@ pub(crate) async fn read_snapshot(
     };
     let v: Option<Value> = col(&row, 0)?;
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+/// The submit time of the queued run `run_id` that no worker started yet (`submitted_at` of
+/// its row without a snapshot); `None` for any other run (a terminal run has no row yet).
+pub(crate) async fn read_submit_time(
+    pool: &Pool,
+    run_id: &str,
+) -> Result<Option<SystemTime>, String> {
+    let client = pool.get().await.map_err(|e| pool_text(&e))?;
+    let row = client
+        .query_opt(
+            "SELECT (extract(epoch from submitted_at) * 1000)::bigint FROM awf_runs \
+             WHERE run_id = $1 AND snapshot IS NULL AND submitted_at IS NOT NULL",
+            &[&run_id],
+        )
+        .await
+        .map_err(|e| db_text(&e))?;
+    Ok(row
+        .map(|r| col::<Option<i64>>(&r, 0))
+        .transpose()?
+        .flatten()
+        .map(crate::ms_time))
 }
 
 /// [`crate::column`] with the error's text, as this module reports errors.

@@ -777,14 +777,12 @@ async fn worker_gone(client: &deadpool_postgres::Client, run_id: &str) -> Result
     let key = crate::ports::lock_key(run_id);
     let row = client
         .query_opt(
-            "SELECT queue_state <> 'claimed' OR lease_until IS NULL OR lease_until < now() \
-               OR NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
-                   AND l.granted AND l.objsubid = 1 \
-                   AND l.database = (SELECT oid FROM pg_database \
-                                     WHERE datname = current_database()) \
-                   AND ((l.classid::bigint << 32) | l.objid::bigint) \
-                       = hashtextextended($2, 0)) \
-             FROM awf_runs WHERE run_id = $1",
+            &format!(
+                "SELECT queue_state <> 'claimed' OR lease_until IS NULL OR lease_until < now() \
+                   OR NOT {} \
+                 FROM awf_runs WHERE run_id = $1",
+                crate::ports::lock_held_sql(2)
+            ),
             &[&run_id, &key],
         )
         .await

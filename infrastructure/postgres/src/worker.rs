@@ -748,8 +748,13 @@ impl Worker {
                 .resume(claim.request.to_resume(run_id, &self.config.env))
                 .await
         } else {
+            // Its submit time stays its start: `started_at` does not move to the claim, and
+            // its duration spans its time in the queue.
             self.local
-                .start(claim.request.to_run(run_id, &self.config.env))
+                .start(awf_domain::ports::facade::RunRequest {
+                    started_at: claim.submitted_at,
+                    ..claim.request.to_run(run_id, &self.config.env)
+                })
                 .await
         };
         // Ended meanwhile (an `awf resume` in a terminal completed it while this claim

@@ -291,6 +291,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         // `awf run --submit`, and the worker that takes the run lets them through as well.
         refuse_undeclared_inputs: false,
         shown_as: None,
+        started_at: None,
     };
     Ok((w, request))
 }

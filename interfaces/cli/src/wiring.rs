@@ -90,7 +90,7 @@ pub struct Wiring {
     /// instead of the embedded store.
     pub store_url: Option<String>,
     /// The shared store, once opened (at build for recording commands, else on first use).
-    pub pg: std::sync::OnceLock<awf_postgres::PgStore>,
+    pub pg: Arc<std::sync::OnceLock<awf_postgres::PgStore>>,
     /// The `WARN run record: …` lines of the recorder's write failures, held back while a
     /// terminal's run waits for its start to be recorded ([`Wiring::start_guard`]).
     pub record_warnings: Arc<RecordWarnings>,
@@ -645,6 +645,40 @@ fn build_as(
     Ok(build_shared(storage, env, cwd, url, pg))
 }
 
+/// The run locks of the shared store at `url` (its advisory locks, [`awf_postgres::PgStore`]'s
+/// [`RunLocks`](awf_domain::ports::RunLocks)), the store opened on first use and shared with
+/// [`Wiring::pg`].
+struct SharedLocks {
+    url: String,
+    pg: Arc<std::sync::OnceLock<awf_postgres::PgStore>>,
+}
+
+impl SharedLocks {
+    fn store(&self) -> Result<awf_postgres::PgStore, AwfError> {
+        if let Some(pg) = self.pg.get() {
+            return Ok(pg.clone());
+        }
+        open_shared(&self.url).map(|pg| self.pg.get_or_init(|| pg).clone())
+    }
+}
+
+impl awf_domain::ports::RunLocks for SharedLocks {
+    fn try_lock(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<awf_domain::ports::locks::RunLockGuard>, AwfError> {
+        self.store()?.try_lock(run_id)
+    }
+
+    fn holder(&self, run_id: &str) -> Option<String> {
+        self.store().ok()?.holder(run_id)
+    }
+
+    fn is_held(&self, run_id: &str) -> Option<bool> {
+        self.store().ok()?.is_held(run_id)
+    }
+}
+
 /// [`build_with`] for the shared store at `url`: state, history, audit, events and run
 /// locks there (`pg`: the store opened for recording; `None`: opened on first use, nothing
 /// recorded).
@@ -659,6 +693,13 @@ pub fn build_shared(
     // (as `awf serve --token-env`'s variable).
     awf_domain::withheld::withhold_env(["AWF_STORE".to_owned()]);
     let mut w = build_with(storage, env, cwd, false);
+    // The runs are locked in the shared store, not in the embedded store's lock files (which
+    // no run of the shared store holds: `awf status` / `awf history` told a live run's
+    // process gone): its advisory locks, the store opened on first use.
+    w.services.run_locks = Some(Arc::new(SharedLocks {
+        url: url.clone(),
+        pg: Arc::clone(&w.pg),
+    }));
     w.store_url = Some(url);
     if let Some(pg) = pg {
         // The audit trail goes to the store too (`awf_audit`); AWF_AUDIT_LOG=off still
@@ -762,7 +803,7 @@ pub fn build_with(
         store_error,
         recorder,
         store_url: None,
-        pg: std::sync::OnceLock::new(),
+        pg: Arc::default(),
         record_warnings: Arc::default(),
     }
 }
