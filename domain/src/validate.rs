@@ -441,31 +441,44 @@ pub const NUL_IN_YAML_HINT: &str = "in a YAML double-quoted string `\\0` is a NU
      `\\033` on to the command (printf), or use single quotes or a block scalar (`|`), \
      where a backslash is itself";
 
+/// Calls `f` with each hook command of `actions` and its path (`<path>.<i>`).
+fn hook_commands(actions: &[HookAction], path: &str, f: &mut dyn FnMut(&str, String)) {
+    for (i, a) in actions.iter().enumerate() {
+        if let HookAction::Command(text) = a {
+            f(text, format!("{path}.{i}"));
+        }
+    }
+}
+
+/// Calls `f` with each hook command of state `name` (its pre hooks, then its post hooks) and
+/// its path (`states.<s>.hooks.pre.<i>`).
+fn state_hook_commands(name: &str, state: &State, f: &mut dyn FnMut(&str, String)) {
+    hook_commands(&state.hooks.pre, &format!("states.{name}.hooks.pre"), f);
+    hook_commands(&state.hooks.post, &format!("states.{name}.hooks.post"), f);
+}
+
+/// Calls `f` with each of the workflow's own hook commands and its path (`hooks.<hook>.<i>`).
+fn workflow_hook_commands(wf: &Workflow, f: &mut dyn FnMut(&str, String)) {
+    let h = &wf.hooks;
+    hook_commands(&h.workflow_start, "hooks.workflow_start", f);
+    hook_commands(&h.workflow_end, "hooks.workflow_end", f);
+    hook_commands(&h.workflow_error, "hooks.workflow_error", f);
+    hook_commands(&h.workflow_cancel, "hooks.workflow_cancel", f);
+}
+
 /// Calls `f` with each command text written in `wf` and its path: a step's inline
 /// `command:` (`states.<s>.command`), its pre and post hook commands
 /// (`states.<s>.hooks.pre.<i>`), and the workflow's hook commands (`hooks.<hook>.<i>`).
 fn inline_commands(wf: &Workflow, f: &mut dyn FnMut(&str, String)) {
-    fn hooks(actions: &[HookAction], path: &str, f: &mut dyn FnMut(&str, String)) {
-        for (i, a) in actions.iter().enumerate() {
-            if let HookAction::Command(text) = a {
-                f(text, format!("{path}.{i}"));
-            }
-        }
-    }
     for (name, state) in &wf.states {
         if let StateKind::Command(c) = &state.kind
             && let CommandSource::Inline(text) = &c.source
         {
             f(text, format!("states.{name}.command"));
         }
-        hooks(&state.hooks.pre, &format!("states.{name}.hooks.pre"), f);
-        hooks(&state.hooks.post, &format!("states.{name}.hooks.post"), f);
+        state_hook_commands(name, state, f);
     }
-    let h = &wf.hooks;
-    hooks(&h.workflow_start, "hooks.workflow_start", f);
-    hooks(&h.workflow_end, "hooks.workflow_end", f);
-    hooks(&h.workflow_error, "hooks.workflow_error", f);
-    hooks(&h.workflow_cancel, "hooks.workflow_cancel", f);
+    workflow_hook_commands(wf, f);
 }
 
 /// The hint of a NUL byte written in a text other than a command (a prompt, an option, a
@@ -1955,39 +1968,29 @@ pub fn hook_input_variables(wf: &Workflow) -> Vec<Diagnostic> {
     if names.is_empty() {
         return out;
     }
-    let mut check = |actions: &[HookAction], base: &str| {
-        for (i, a) in actions.iter().enumerate() {
-            let HookAction::Command(text) = a else {
+    let mut check = |text: &str, path: String| {
+        for name in shell_variables_read(text) {
+            if !names.contains(&name.as_str()) {
                 continue;
-            };
-            for name in shell_variables_read(text) {
-                if !names.contains(&name.as_str()) {
-                    continue;
-                }
-                out.push(
-                    Diagnostic::warning(
-                        ErrorCode::WorkflowValidationInvalidReference,
-                        format!("{base}.{i}.command"),
-                        format!(
-                            "the hook command reads ${name}, but hooks do not get the inputs as environment variables (steps do; as in AWF (Go)): ${name} there is awf's own environment's, most often empty"
-                        ),
-                    )
-                    .with_hint(format!(
-                        "set it from the input at the command's start: `{name}={{{{shell_quote .inputs.{name}}}}}; …`"
-                    )),
-                );
             }
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidReference,
+                    format!("{path}.command"),
+                    format!(
+                        "the hook command reads ${name}, but hooks do not get the inputs as environment variables (steps do; as in AWF (Go)): ${name} there is awf's own environment's, most often empty"
+                    ),
+                )
+                .with_hint(format!(
+                    "set it from the input at the command's start: `{name}={{{{shell_quote .inputs.{name}}}}}; …`"
+                )),
+            );
         }
     };
     for (name, state) in &wf.states {
-        check(&state.hooks.pre, &format!("states.{name}.hooks.pre"));
-        check(&state.hooks.post, &format!("states.{name}.hooks.post"));
+        state_hook_commands(name, state, &mut check);
     }
-    let h = &wf.hooks;
-    check(&h.workflow_start, "hooks.workflow_start");
-    check(&h.workflow_end, "hooks.workflow_end");
-    check(&h.workflow_error, "hooks.workflow_error");
-    check(&h.workflow_cancel, "hooks.workflow_cancel");
+    workflow_hook_commands(wf, &mut check);
     out
 }
 
