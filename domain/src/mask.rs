@@ -49,8 +49,23 @@ pub fn hides_named(name: &str, value: &serde_json::Value) -> bool {
 /// Whether a variable or input name marks its value as secret. A `-` counts as `_`, so
 /// header-style names (`X-Api-Key`, `X-Auth-Token`) match like variable names do.
 pub fn is_secret_name(name: &str) -> bool {
-    let up = name.to_ascii_uppercase().replace('-', "_");
-    SECRET_MARKERS.iter().any(|m| up.contains(m))
+    // Compared byte by byte, without an upper-cased copy: it runs for every variable of the
+    // environment at every run's start (issue 9: a run's fixed cost).
+    let folded = |b: u8| {
+        if b == b'-' {
+            b'_'
+        } else {
+            b.to_ascii_uppercase()
+        }
+    };
+    let name = name.as_bytes();
+    SECRET_MARKERS.iter().any(|m| {
+        let m = m.as_bytes();
+        name.len() >= m.len()
+            && name
+                .windows(m.len())
+                .any(|w| w.iter().zip(m).all(|(&b, &c)| folded(b) == c))
+    })
 }
 
 /// Replaces known secret values by `***`, longest first. Its `Debug` form shows how many
@@ -414,6 +429,15 @@ mod tests {
         assert!(is_secret_name("X-Api-Key"));
         assert!(is_secret_name("x-private-key"));
         assert!(!is_secret_name("X-Request-Id"));
+        // A marker at either end, alone, after non-ASCII text; shorter or split names do not match.
+        assert!(is_secret_name("token"));
+        assert!(is_secret_name("TOKEN_FILE"));
+        assert!(is_secret_name("ÄÖ_credential"));
+        assert!(is_secret_name("my-api-key"));
+        assert!(!is_secret_name("TOKE"));
+        assert!(!is_secret_name("APIKEY"));
+        assert!(!is_secret_name("TO-KEN"));
+        assert!(!is_secret_name(""));
         let m = Masker::from_named([("API_KEY", "abc"), ("TOKEN", "abcd")]);
         assert_eq!(m.mask("abc abcd"), "abc ***");
     }

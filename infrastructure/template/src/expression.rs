@@ -66,7 +66,9 @@ static NIL: Value = Value::Nil;
 ///
 /// Source: spec/workflow.md §2.11, §7.2.
 pub struct ExprEvaluator {
-    env: Arc<Environment<'static>>,
+    /// Built at the first evaluation: a run whose workflow has no expression does not pay
+    /// for expr-lang's table of built-ins (issue 9: a run's fixed cost).
+    env: std::sync::OnceLock<Arc<Environment<'static>>>,
     cache: Mutex<HashMap<String, Arc<Program>>>,
 }
 
@@ -173,25 +175,32 @@ impl ExprEvaluator {
     /// An evaluator with expr-lang's built-ins plus `has_prefix` and `has_suffix`, with
     /// `split` and `splitAfter` as Go's.
     pub fn new() -> Self {
-        let mut env = Environment::new();
-        env.add_function("has_prefix", |c| {
-            let pair = two_strings("has_prefix", &c.args)?;
-            Ok(Value::Bool(pair.is_some_and(|(s, p)| s.starts_with(p))))
-        });
-        env.add_function("has_suffix", |c| {
-            let pair = two_strings("has_suffix", &c.args)?;
-            Ok(Value::Bool(pair.is_some_and(|(s, p)| s.ends_with(p))))
-        });
-        env.add_function("split", |c| split_call("split", &c.args, false));
-        env.add_function("splitAfter", |c| split_call("splitAfter", &c.args, true));
-        guard::install(
-            &mut env,
-            &["has_prefix", "has_suffix", "split", "splitAfter"],
-        );
         Self {
-            env: Arc::new(env),
+            env: std::sync::OnceLock::new(),
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The expr-lang environment: its built-ins plus ours, made on first use.
+    fn env(&self) -> &Arc<Environment<'static>> {
+        self.env.get_or_init(|| {
+            let mut env = Environment::new();
+            env.add_function("has_prefix", |c| {
+                let pair = two_strings("has_prefix", &c.args)?;
+                Ok(Value::Bool(pair.is_some_and(|(s, p)| s.starts_with(p))))
+            });
+            env.add_function("has_suffix", |c| {
+                let pair = two_strings("has_suffix", &c.args)?;
+                Ok(Value::Bool(pair.is_some_and(|(s, p)| s.ends_with(p))))
+            });
+            env.add_function("split", |c| split_call("split", &c.args, false));
+            env.add_function("splitAfter", |c| split_call("splitAfter", &c.args, true));
+            guard::install(
+                &mut env,
+                &["has_prefix", "has_suffix", "split", "splitAfter"],
+            );
+            Arc::new(env)
+        })
     }
 
     /// `code` compiled (from the cache when it was before), its ranges made calls of the
@@ -1128,7 +1137,7 @@ impl ExpressionEvaluator for ExprEvaluator {
         match self.prepared(expr, scope)? {
             Err(answer) => Ok(answer),
             Ok((program, vars, missing, _)) => {
-                run_bool(&self.env, &program, &vars, expr, missing, None)
+                run_bool(self.env(), &program, &vars, expr, missing, None)
             }
         }
     }
@@ -1141,7 +1150,7 @@ impl ExpressionEvaluator for ExprEvaluator {
         match self.prepared(expr, scope)? {
             Err(answer) => Ok(Evaluation::ready(Ok(answer))),
             Ok((program, vars, missing, light)) => {
-                let env = Arc::clone(&self.env);
+                let env = Arc::clone(self.env());
                 let expr = expr.to_owned();
                 Ok(Evaluation::new(light, move |stop| {
                     run_bool(&env, &program, &vars, &expr, missing, Some(stop))
@@ -1161,7 +1170,7 @@ impl ExpressionEvaluator for ExprEvaluator {
         let fail =
             |why: String| TemplateError::Failed(format!("arithmetic expression \"{code}\": {why}"));
         let _budget = budget::enter(None);
-        match guarded_run(&self.env, &program, &Context::default()) {
+        match guarded_run(self.env(), &program, &Context::default()) {
             Ok(Value::Integer(i)) => Ok(i),
             Ok(Value::Float(f)) if f.is_finite() => {
                 let t = f.trunc();
