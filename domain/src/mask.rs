@@ -49,8 +49,10 @@ pub fn hides_named(name: &str, value: &serde_json::Value) -> bool {
 /// Whether a variable or input name marks its value as secret. A `-` counts as `_`, so
 /// header-style names (`X-Api-Key`, `X-Auth-Token`) match like variable names do.
 pub fn is_secret_name(name: &str) -> bool {
-    // Compared byte by byte, without an upper-cased copy: it runs for every variable of the
-    // environment at every run's start (issue 9: a run's fixed cost).
+    // Compared byte by byte, without an upper-cased copy, and only where a marker's first
+    // letter is: it runs for every variable of the environment at every run's start (issue
+    // 9: a run's fixed cost).
+    let name = name.as_bytes();
     let folded = |b: u8| {
         if b == b'-' {
             b'_'
@@ -58,13 +60,20 @@ pub fn is_secret_name(name: &str) -> bool {
             b.to_ascii_uppercase()
         }
     };
-    let name = name.as_bytes();
-    SECRET_MARKERS.iter().any(|m| {
-        let m = m.as_bytes();
-        name.len() >= m.len()
-            && name
-                .windows(m.len())
-                .any(|w| w.iter().zip(m).all(|(&b, &c)| folded(b) == c))
+    let at = |i: usize, marker: &str| {
+        name.get(i..i + marker.len()).is_some_and(|w| {
+            w.iter()
+                .zip(marker.as_bytes())
+                .all(|(&b, &m)| folded(b) == m)
+        })
+    };
+    (0..name.len()).any(|i| match folded(name[i]) {
+        b'S' => at(i, "SECRET"),
+        b'A' => at(i, "API_KEY"),
+        b'P' => at(i, "PASSWORD") || at(i, "PRIVATE_KEY"),
+        b'T' => at(i, "TOKEN"),
+        b'C' => at(i, "CREDENTIAL"),
+        _ => false,
     })
 }
 
@@ -438,6 +447,11 @@ mod tests {
         assert!(!is_secret_name("APIKEY"));
         assert!(!is_secret_name("TO-KEN"));
         assert!(!is_secret_name(""));
+        // Every marker is found (the comparison dispatches on a marker's first letter).
+        for m in SECRET_MARKERS {
+            assert!(is_secret_name(m), "{m}");
+            assert!(is_secret_name(&format!("x_{}_y", m.to_lowercase())), "{m}");
+        }
         let m = Masker::from_named([("API_KEY", "abc"), ("TOKEN", "abcd")]);
         assert_eq!(m.mask("abc abcd"), "abc ***");
     }

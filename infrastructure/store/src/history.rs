@@ -23,13 +23,23 @@ use rusqlite::types::Value as Sql;
 use crate::write_failed;
 
 /// Schema version kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Pages the WAL may hold before a commit checkpoints it (a run adds about 7).
 const WAL_PAGES: u32 = 100;
 
 /// Version 2: the run's spend on agents (budgets), as JSON text.
 const MIGRATE_2: &str = "ALTER TABLE runs ADD COLUMN spend TEXT NULL;";
+
+/// Version 3: only the start time is indexed. Every run writes its row twice (started,
+/// finished), and each index cost each write, a few more pages of the write-ahead log, and
+/// its part of reading the schema at every process's first statement (issue 9: a run's fixed
+/// cost); the lists (`awf history`, `GET /api/history`) read newest first by start time,
+/// which the index that is left serves, filtering by workflow or status on the way.
+const MIGRATE_3: &str = "DROP INDEX IF EXISTS runs_workflow_id;
+DROP INDEX IF EXISTS runs_workflow_name;
+DROP INDEX IF EXISTS runs_status;
+";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -44,9 +54,6 @@ CREATE TABLE IF NOT EXISTS runs (
     error_message TEXT NULL,
     parent_run_id TEXT NULL
 );
-CREATE INDEX IF NOT EXISTS runs_workflow_id ON runs(workflow_id);
-CREATE INDEX IF NOT EXISTS runs_workflow_name ON runs(workflow_name);
-CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at_ms);
 ";
 
@@ -302,9 +309,10 @@ fn try_open(path: &Path, fill: &dyn Fn(&Connection)) -> rusqlite::Result<(Connec
         let migrated = c.execute_batch("BEGIN IMMEDIATE;").and_then(|()| {
             let now: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
             if now < SCHEMA_VERSION {
-                c.execute_batch(&format!(
-                    "{SCHEMA}{MIGRATE_2}PRAGMA user_version={SCHEMA_VERSION};"
-                ))?;
+                if now < 2 {
+                    c.execute_batch(&format!("{SCHEMA}{MIGRATE_2}"))?;
+                }
+                c.execute_batch(&format!("{MIGRATE_3}PRAGMA user_version={SCHEMA_VERSION};"))?;
                 created = now == 0;
                 if created {
                     fill(&c);
@@ -1003,6 +1011,45 @@ mod tests {
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
         assert_eq!(list(&c, &HistoryFilter::default()).unwrap().len(), 5);
+    }
+
+    /// A version-2 database (four indexes, the spend column) keeps its rows and loses the
+    /// indexes the lists do not need; a new one is made with the start time's index alone.
+    #[test]
+    fn a_version_2_database_keeps_its_rows_and_only_the_start_time_index() {
+        let indexes = |c: &Connection| -> Vec<String> {
+            let mut q = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name")
+                .unwrap();
+            q.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("history.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(&format!(
+                "{SCHEMA}{MIGRATE_2}
+                 CREATE INDEX runs_workflow_id ON runs(workflow_id);
+                 CREATE INDEX runs_workflow_name ON runs(workflow_name);
+                 CREATE INDEX runs_status ON runs(status);
+                 PRAGMA user_version=2;"
+            ))
+            .unwrap();
+            assert_eq!(indexes(&c).len(), 4);
+            upsert_started(&c, "old", "wf", "wf", 1_000, None).unwrap();
+        }
+        let c = open(&path).unwrap().0;
+        assert_eq!(indexes(&c), ["runs_started_at"]);
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 3);
+        assert_eq!(get(&c, "old").unwrap().unwrap().workflow_name, "wf");
+        let fresh = d.path().join("new.db");
+        assert_eq!(indexes(&open(&fresh).unwrap().0), ["runs_started_at"]);
     }
 
     #[test]

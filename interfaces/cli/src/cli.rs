@@ -133,8 +133,9 @@ where
                 .is_some_and(|a| sc.get_name() == a || sc.get_all_aliases().any(|n| n == a))
         })
     };
-    let matches = with_hidden_globals(named).try_get_matches_from(&args)?;
-    Cli::from_arg_matches(&matches)
+    let mut matches = with_hidden_globals(named).try_get_matches_from(&args)?;
+    // Taken from the matches, not from a copy of them (what `from_arg_matches` makes).
+    Cli::from_arg_matches_mut(&mut matches)
 }
 
 /// `--log-format`.

@@ -522,18 +522,22 @@ pub fn recorded_run_dir(
 /// kept with each invalid sequence as U+FFFD, so that it is still masked (see
 /// [`awf_domain::mask::Masker::add`]). Child processes inherit every variable unchanged
 /// either way, since they inherit this process's environment.
+///
+/// Read once a process (awf never changes its own environment): later calls get a copy,
+/// which costs a third of reading it again (issue 9: a run's fixed cost).
 pub fn process_env() -> BTreeMap<String, String> {
-    let vars: Vec<_> = std::env::vars_os().collect();
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
+    static ENV: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| {
+        let vars: Vec<_> = std::env::vars_os().collect();
         for name in ignored_paths(&vars) {
             eprintln!(
                 "WARN {name} is not valid UTF-8 and is ignored; set it to a UTF-8 path (or pass \
                  --storage)"
             );
         }
-    });
-    env_from(vars)
+        env_from(vars)
+    })
+    .clone()
 }
 
 /// Variables that name awf's own files and folders.
