@@ -1,0 +1,134 @@
+//! Fixes of a new user's trial of workflows (trial 69): `awf resume` waiting for a parked
+//! run's usage-limit reset ignored Ctrl-C and SIGTERM; the usage-limit waits of a retried
+//! step; hook warnings and `log:` lines; `awf validate` of a `call_workflow`'s literal inputs
+//! against the child's rules. Over the real binary with a private data dir.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Child;
+
+use awf_mock_llm::MockLlm;
+use awf_tests::Sandbox;
+use awf_tests::wait_for;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+/// A sandbox whose `openai_compatible` steps talk to `mock`.
+fn openai_sandbox(mock: &MockLlm) -> Sandbox {
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    sb
+}
+
+/// `awf status <run_id> -f json`.
+fn status_json(sb: &Sandbox, run_id: &str) -> Value {
+    sb.run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Waits (polled) for `child` to exit; its exit code.
+fn exit_code(child: &mut Child) -> Option<i32> {
+    let mut code = None;
+    wait_for("awf to exit", || match child.try_wait().unwrap() {
+        Some(status) => {
+            code = Some(status.code());
+            true
+        }
+        None => false,
+    });
+    code.flatten()
+}
+
+/// A workflow of one agent step whose provider answers 429 with a reset 90 s away: parked.
+const PARKS: &str = "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s}, on_success: done}\n  done: {type: terminal}\n";
+
+/// Parks a run on a 90 s usage limit, then `awf resume`s it in the background and sends
+/// `sig` once it says it waits for the reset: the resume's exit code, its stderr, the run's
+/// status JSON and how many requests the provider got.
+fn cancel_the_wait(sig: &str) -> (Option<i32>, String, Value, usize) {
+    let mock = MockLlm::start(json!({"default": {"status": 429, "retry_after": 90}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb.write("wf.yaml", PARKS).unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    let run_id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(status_json(&sb, &run_id)["status"], json!("waiting"));
+    let err_path = sb.path().join("err.txt");
+    let mut child = sb
+        .cmd(&["resume", &run_id])
+        .stdout(std::fs::File::create(sb.path().join("out.txt")).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    wait_for("the resume's wait", || {
+        stderr().contains("waiting for usage limit, resets in")
+    });
+    signal(&child, sig);
+    let code = exit_code(&mut child);
+    (
+        code,
+        stderr(),
+        status_json(&sb, &run_id),
+        mock.model_requests().len(),
+    )
+}
+
+/// Item 1 (HIGH): Ctrl-C during `awf resume`'s wait for a parked run's reset was held until
+/// the reset (90 s later), then cancelled the replayed run. It cancels the wait: exit 130,
+/// the warning after the wait's line, the run recorded cancelled (no reset time, the cancel's
+/// code), the step not asked again.
+#[test]
+fn sigint_cancels_the_resume_s_wait_for_a_usage_limit_reset() {
+    let (code, stderr, status, asked) = cancel_the_wait("-INT");
+    assert_eq!(code, Some(130), "{stderr}");
+    let wait = stderr.find("waiting for usage limit, resets in").unwrap();
+    let warn = stderr
+        .find("received SIGINT, cancelling")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(wait < warn, "{stderr}");
+    let summary = stderr
+        .find("Workflow cancelled")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(warn < summary, "{stderr}");
+    assert!(stderr.contains("awf resume "), "the resume hint: {stderr}");
+    assert!(!stderr.contains("Workflow resumed"), "{stderr}");
+    assert_eq!(status["status"], json!("cancelled"), "{status:#}");
+    assert_eq!(status["exit_code"], json!(130), "{status:#}");
+    assert_eq!(
+        status["error"]["code"],
+        json!("EXECUTION.RUN.CANCELLED"),
+        "{status:#}"
+    );
+    assert!(status.get("waiting_until").is_none(), "{status:#}");
+    assert_eq!(asked, 1, "the step was not asked again");
+}
+
+/// The same for SIGTERM: exit 143, recorded with that code.
+#[test]
+fn sigterm_cancels_the_resume_s_wait_with_143() {
+    let (code, stderr, status, asked) = cancel_the_wait("-TERM");
+    assert_eq!(code, Some(143), "{stderr}");
+    assert!(
+        stderr.contains("received SIGTERM, cancelling"),
+        "{stderr}"
+    );
+    assert_eq!(status["status"], json!("cancelled"), "{status:#}");
+    assert_eq!(status["exit_code"], json!(143), "{status:#}");
+    assert_eq!(asked, 1);
+}
