@@ -132,3 +132,46 @@ fn sigterm_cancels_the_resume_s_wait_with_143() {
     assert_eq!(status["exit_code"], json!(143), "{status:#}");
     assert_eq!(asked, 1);
 }
+
+/// Item 2: README says "at most 3 waits a step", but a step with `retry: {max_attempts: 2}`
+/// waited 3 times an attempt (6), then failed with a code the Usage limits section did not
+/// name. The waits are counted over the step's attempts: 3 in all (4 requests in the first
+/// attempt, 1 in the second), then `EXECUTION.AGENT.RATE_LIMITED` with a hint that the
+/// waits ran out.
+#[test]
+fn a_retried_step_waits_for_usage_limits_three_times_in_all() {
+    let mock = MockLlm::start(json!({"default": {"status": 429, "retry_after": 1}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: w\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, retry: {max_attempts: 2, initial_delay: 10ms}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr.matches("waiting for usage limit").count(),
+        3,
+        "{}",
+        r.stderr
+    );
+    assert_eq!(mock.model_requests().len(), 5, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["ask"]["attempts"], json!(2), "{doc:#}");
+    assert_eq!(
+        doc["error"]["code"],
+        json!("EXECUTION.AGENT.RATE_LIMITED"),
+        "{doc:#}"
+    );
+    assert!(
+        doc["error"]["hints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h.as_str().unwrap().contains("waited for usage limits 3 times")),
+        "{doc:#}"
+    );
+}
