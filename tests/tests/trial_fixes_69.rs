@@ -175,3 +175,60 @@ fn a_retried_step_waits_for_usage_limits_three_times_in_all() {
         "{doc:#}"
     );
 }
+
+/// Item 3: a failing hook's warning quoted the template's source (`{{if .inputs.gate}}true…`)
+/// instead of the command that ran. It quotes the rendered command.
+#[test]
+fn a_failing_hook_is_named_by_the_command_that_ran() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: h\ninputs:\n  - {name: gate, type: boolean, default: false}\nhooks:\n  workflow_start:\n    - command: '{{if .inputs.gate}}true{{else}}echo \"gate closed\" >&2; exit 3{{end}}'\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(
+            "workflow_start hook failed: `echo \"gate closed\" >&2; exit 3` exited with code 3: gate closed"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("{{if"), "{}", r.stderr);
+}
+
+/// Item 4: a `log:` hook ending with a step's Output (which keeps its last newline) printed a
+/// blank line after it. The line's trailing line breaks are trimmed.
+#[test]
+fn a_log_hook_ending_with_an_output_prints_no_blank_line() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: l\nstates:\n  initial: build\n  build: {type: step, command: echo v1.2, on_success: deploy}\n  deploy:\n    type: step\n    command: 'true'\n    hooks:\n      pre: [{log: \"deploying {{.states.build.Output}}\"}]\n    on_success: done\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let at = r
+        .stderr
+        .find("deploying v1.2")
+        .unwrap_or_else(|| panic!("{}", r.stderr));
+    let rest = &r.stderr[at..];
+    let line_end = rest.find('\n').unwrap();
+    assert_eq!(&rest[..line_end], "deploying v1.2", "{}", r.stderr);
+    // The next line is not blank.
+    let next = rest[line_end + 1..].lines().next().unwrap_or_default();
+    assert!(!next.trim().is_empty(), "a blank line follows: {}", r.stderr);
+    // The JSON log line says it without the newline too.
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "--log-format", "json"])
+        .unwrap();
+    assert!(
+        r.stderr.contains("\"deploying v1.2\""),
+        "{}",
+        r.stderr
+    );
+}
