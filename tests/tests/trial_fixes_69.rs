@@ -232,3 +232,63 @@ fn a_log_hook_ending_with_an_output_prints_no_blank_line() {
         r.stderr
     );
 }
+
+/// Item 5: `awf validate` did not check a `call_workflow`'s literal inputs against the
+/// child's rules (`compress: zip` for `enum: [gz, xz, none]` validated clean; the run then
+/// failed). Each literal value that breaks the child input's enum, pattern, type, min or max
+/// is warned about at `states.<step>.inputs.<key>`; a templated value is left to the run.
+#[test]
+fn validate_checks_a_call_s_literal_inputs_against_the_child_s_rules() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "child.yaml",
+        "name: child\ninputs:\n  - {name: compress, type: string, validation: {enum: [gz, xz, none]}}\n  - {name: level, type: integer, validation: {min: 1, max: 9}}\n  - {name: tag, type: string, validation: {pattern: '^v[0-9]+$'}}\n  - {name: count, type: integer}\n  - {name: ok, type: string, validation: {enum: [a, b]}}\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let parent = sb
+        .write(
+            "parent.yaml",
+            "name: parent\ninputs:\n  - {name: c, default: zip}\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child.yaml\n    inputs: {compress: zip, level: '12', tag: latest, count: many, ok: '{{.inputs.c}}'}\n    on_success: done\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["validate", parent.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "warnings only: {}\n{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    let found: Vec<(String, String)> = doc["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{doc:#}"))
+        .iter()
+        .filter(|w| {
+            w["code"] == json!("WORKFLOW.VALIDATION.INVALID_STATE")
+                && w["severity"] == json!("warning")
+                && w["run_fails"] == json!(true)
+        })
+        .map(|w| {
+            (
+                w["path"].as_str().unwrap_or_default().to_owned(),
+                w["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        vec![
+            "states.call.inputs.compress",
+            "states.call.inputs.level",
+            "states.call.inputs.tag",
+            "states.call.inputs.count",
+        ],
+        "{doc:#}"
+    );
+    assert!(
+        found[0]
+            .1
+            .contains("value \"zip\" not in allowed values [gz xz none]"),
+        "{found:#?}"
+    );
+    assert!(found[1].1.contains("exceeds maximum 9"), "{found:#?}");
+    assert!(found[2].1.contains("does not match pattern"), "{found:#?}");
+}
