@@ -124,10 +124,7 @@ fn sigint_cancels_the_resume_s_wait_for_a_usage_limit_reset() {
 fn sigterm_cancels_the_resume_s_wait_with_143() {
     let (code, stderr, status, asked) = cancel_the_wait("-TERM");
     assert_eq!(code, Some(143), "{stderr}");
-    assert!(
-        stderr.contains("received SIGTERM, cancelling"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("received SIGTERM, cancelling"), "{stderr}");
     assert_eq!(status["status"], json!("cancelled"), "{status:#}");
     assert_eq!(status["exit_code"], json!(143), "{status:#}");
     assert_eq!(asked, 1);
@@ -167,11 +164,10 @@ fn a_retried_step_waits_for_usage_limits_three_times_in_all() {
         "{doc:#}"
     );
     assert!(
-        doc["error"]["hints"]
-            .as_array()
+        doc["error"]["hints"].as_array().unwrap().iter().any(|h| h
+            .as_str()
             .unwrap()
-            .iter()
-            .any(|h| h.as_str().unwrap().contains("waited for usage limits 3 times")),
+            .contains("waited for usage limits 3 times")),
         "{doc:#}"
     );
 }
@@ -221,16 +217,16 @@ fn a_log_hook_ending_with_an_output_prints_no_blank_line() {
     assert_eq!(&rest[..line_end], "deploying v1.2", "{}", r.stderr);
     // The next line is not blank.
     let next = rest[line_end + 1..].lines().next().unwrap_or_default();
-    assert!(!next.trim().is_empty(), "a blank line follows: {}", r.stderr);
+    assert!(
+        !next.trim().is_empty(),
+        "a blank line follows: {}",
+        r.stderr
+    );
     // The JSON log line says it without the newline too.
     let r = sb
         .run(&["run", wf.to_str().unwrap(), "--log-format", "json"])
         .unwrap();
-    assert!(
-        r.stderr.contains("\"deploying v1.2\""),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("\"deploying v1.2\""), "{}", r.stderr);
 }
 
 /// Item 5: `awf validate` did not check a `call_workflow`'s literal inputs against the

@@ -206,6 +206,7 @@ impl Run {
     /// later is `EXECUTION.AGENT.USAGE_LIMIT` with its reset time. `waits` counts the step's
     /// usage-limit waits, over its retry attempts and fallback providers: at most
     /// [`MAX_USAGE_WAITS`]; once they ran out the limit's own error fails the call.
+    #[allow(clippy::too_many_arguments)]
     async fn call_with_policy(
         &self,
         name: &str,
@@ -358,7 +359,8 @@ impl Run {
             }
             // The step's waits ran out on a limit it would have waited for.
             let waits_ran_out = *waits >= MAX_USAGE_WAITS
-                && class.is_some_and(|c| c.class == awf_domain::workflow::FallbackClass::UsageLimit)
+                && class
+                    .is_some_and(|c| c.class == awf_domain::workflow::FallbackClass::UsageLimit)
                 && reset_in.is_some_and(|w| w <= step.policy.usage_limit.wait);
             // No wait and no fallback left: a usage limit that lifts later than the step
             // waits says when (its own code); after the waits ran out the error stays.

@@ -308,9 +308,8 @@ fn cancel_while_waiting(
     if let Err(e) = service.cancel(&id, reason) {
         // Resumed by another process meanwhile (its lock held): nothing of it is this
         // process's to stop; the wait ends with the signal's exit code all the same.
-        let _ = std::io::stderr().write_all(
-            crate::errors::render_text(&e, ctx.hints, ctx.err_style).as_bytes(),
-        );
+        let _ = std::io::stderr()
+            .write_all(crate::errors::render_text(&e, ctx.hints, ctx.err_style).as_bytes());
         return Outcome::Run(reason.exit_code());
     }
     match store.load(run_id) {
