@@ -930,6 +930,12 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         let child = services.repository.load(&c.workflow, Some(&wf.source.dir));
         if let Ok(child) = &child {
             out.extend(call_input_warnings(name, c, &child.workflow));
+            out.extend(call_value_warnings(
+                name,
+                c,
+                &child.workflow,
+                services.host.as_ref(),
+            ));
             out.extend(invalid_child(services, name, &c.workflow, child));
         }
         if let Err(e) = child {
@@ -1071,6 +1077,68 @@ fn call_input_warnings(
                 .failing_the_run(),
             );
         }
+    }
+    out
+}
+
+/// The literal (template-free) values a `call_workflow` step `step` passes its child that
+/// break the child input's declaration: its type, `enum`, `pattern`, `min`, `max` (new
+/// user: `compress: zip` for a child input of `enum: [gz, xz, none]` validated clean, then
+/// the run failed `value "zip" not in allowed values`), or empty for a required input. The
+/// child checks them as it checks `--input` values (trimmed, `file_exists` left to the run,
+/// whose directory decides it). Code `WORKFLOW.VALIDATION.INVALID_STATE`, as a default that
+/// breaks its own input's rules; a warning that fails the run where it applies, as the other
+/// checks of a call's inputs (a call on a path the run never takes does not fail it); path
+/// `states.<step>.inputs.<key>`. A secret-named input's value is not quoted.
+fn call_value_warnings(
+    step: &str,
+    call: &awf_domain::workflow::CallWorkflowStep,
+    child: &Workflow,
+    host: &dyn awf_domain::ports::Host,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (key, value) in &call.inputs {
+        if value.contains("{{") {
+            continue;
+        }
+        let Some(def) = child.inputs.iter().find(|d| d.name == *key) else {
+            continue;
+        };
+        let text = value.trim();
+        let problem = if def.required && text.is_empty() {
+            Some("required but empty".to_owned())
+        } else {
+            let mut rules = def.clone();
+            rules.validation.file_exists = false;
+            crate::inputs::check_value(
+                &rules,
+                &serde_json::Value::String(text.to_owned()),
+                std::path::Path::new("."),
+                host,
+            )
+            .err()
+        };
+        let Some(mut problem) = problem else {
+            continue;
+        };
+        if awf_domain::mask::is_secret_name(key) && !text.is_empty() {
+            problem = problem.replace(&format!("\"{text}\""), "\"***\"");
+        }
+        out.push(
+            Diagnostic::warning(
+                ErrorCode::WorkflowValidationInvalidState,
+                format!("states.{step}.inputs.{key}"),
+                format!(
+                    "sub-workflow \"{}\" refuses input \"{key}\": {problem} (the run would fail with USER.INPUT.VALIDATION_FAILED)",
+                    call.workflow
+                ),
+            )
+            .with_hint(format!(
+                "pass a value it takes: {}",
+                crate::inputs::inputs_help_for(&call.workflow)
+            ))
+            .failing_the_run(),
+        );
     }
     out
 }

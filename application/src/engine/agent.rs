@@ -38,6 +38,11 @@ use super::step::Body;
 /// Deadline of an agent step without `timeout:` (spec/workflow.md §1.5.3: 300 s).
 const DEFAULT_AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// At most this many waits for a usage limit in one step, over all its retry attempts and
+/// fallback providers (README: "at most 3 waits a step"; a server that keeps answering
+/// "retry in 1s" cannot hold the step forever, nor `retry:` multiply the waits).
+pub(crate) const MAX_USAGE_WAITS: u32 = 3;
+
 /// The deadline of an agent step: its `timeout`, else the documented default for single
 /// turns (an interactive conversation waits for the user and has none).
 pub(crate) fn agent_deadline(
@@ -53,6 +58,9 @@ pub(crate) fn agent_deadline(
 }
 
 impl Run {
+    /// One attempt of agent step `state`; `usage_waits` counts the usage-limit waits of the
+    /// step so far, over all its attempts (at most [`MAX_USAGE_WAITS`] a step).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn agent_once(
         &self,
         state: &State,
@@ -60,6 +68,7 @@ impl Run {
         at: At<'_>,
         deadline: Option<Instant>,
         token: &CancellationToken,
+        usage_waits: &mut u32,
     ) -> Result<Body, AwfError> {
         let name = state.name.as_str();
         let st = StepState::running(name, self.svc.clock.now());
@@ -106,7 +115,15 @@ impl Run {
         self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
         self.warn_unhidden_tools(name, step, provider.as_ref(), at);
         let answer = self
-            .call_with_policy(name, step, prepared, provider, at, deadline, token)
+            .call_with_policy(
+                name,
+                step,
+                prepared,
+                provider,
+                at,
+                (deadline, token),
+                usage_waits,
+            )
             .await;
         let (prepared, provider) = (answer.prepared, answer.provider);
         let result = answer.result;
@@ -186,7 +203,9 @@ impl Run {
     /// `usage_limit.wait` is waited out visibly (a `waiting for usage limit, resets in Ns`
     /// log line) and the same call made again; a failure of a class in `fallback_on` moves
     /// to the next of `fallback_providers` with the same prompt; a usage limit that lifts
-    /// later is `EXECUTION.AGENT.USAGE_LIMIT` with its reset time.
+    /// later is `EXECUTION.AGENT.USAGE_LIMIT` with its reset time. `waits` counts the step's
+    /// usage-limit waits, over its retry attempts and fallback providers: at most
+    /// [`MAX_USAGE_WAITS`]; once they ran out the limit's own error fails the call.
     #[allow(clippy::too_many_arguments)]
     async fn call_with_policy(
         &self,
@@ -195,12 +214,9 @@ impl Run {
         prepared: Prepared,
         provider: Arc<dyn awf_domain::ports::AgentProvider>,
         at: At<'_>,
-        deadline: Option<Instant>,
-        token: &CancellationToken,
+        (deadline, token): (Option<Instant>, &CancellationToken),
+        waits: &mut u32,
     ) -> PolicyAnswer {
-        /// At most this many waits for a usage limit in one step (a server that keeps
-        /// answering "retry in 1s" cannot hold the step forever).
-        const MAX_WAITS: u32 = 3;
         let mut prepared = prepared;
         let mut provider = provider;
         let mut calls = Vec::new();
@@ -209,7 +225,6 @@ impl Run {
         // Where the provider tried now is in the step's order: 0 the step's own, n its nth
         // fallback.
         let mut position = 0usize;
-        let mut waits = 0u32;
         loop {
             let result = match self.call_tools(name, step, provider.as_ref(), at) {
                 Ok(tools) => {
@@ -259,9 +274,9 @@ impl Run {
                 .map(|t| t.duration_since(now).unwrap_or_default());
             if let Some(wait) = reset_in
                 && wait <= step.policy.usage_limit.wait
-                && waits < MAX_WAITS
+                && *waits < MAX_USAGE_WAITS
             {
-                waits += 1;
+                *waits += 1;
                 let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 self.log(
                     Some(name),
@@ -339,10 +354,14 @@ impl Run {
                     position = next_fallback;
                     prepared = p;
                     provider = pv;
-                    waits = 0;
                     continue;
                 }
             }
+            // The step's waits ran out on a limit it would have waited for.
+            let waits_ran_out = *waits >= MAX_USAGE_WAITS
+                && class
+                    .is_some_and(|c| c.class == awf_domain::workflow::FallbackClass::UsageLimit)
+                && reset_in.is_some_and(|w| w <= step.policy.usage_limit.wait);
             // No wait and no fallback left: a usage limit that lifts later than the step
             // waits says when (its own code); after the waits ran out the error stays.
             let err = match (class, reset_in) {
@@ -410,6 +429,14 @@ impl Run {
                     e
                 }
                 _ => err,
+            };
+            let err = if waits_ran_out {
+                err.with_hint(format!(
+                    "the step waited for usage limits {MAX_USAGE_WAITS} times, the most one step \
+                     waits (its retry attempts and fallback providers included)"
+                ))
+            } else {
+                err
             };
             return PolicyAnswer {
                 result: Err(err),

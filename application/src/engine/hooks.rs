@@ -16,12 +16,14 @@ use super::Run;
 impl Run {
     /// Runs hook actions in order and stops at the first failure.
     ///
-    /// `log` actions are interpolated and emitted as info log events; `command` actions are
+    /// `log` actions are interpolated and emitted as info log events (their trailing line
+    /// breaks trimmed); `command` actions are
     /// interpolated and run with the shell (no `dir`, no input variables, output discarded).
     ///
     /// # Errors
     /// The first failing action: interpolation error, command that cannot start, non-zero exit
-    /// (`` `<command, shortened>` exited with code N: <stderr's first line> ``), or
+    /// (`` `<command as it ran, shortened>` exited with code N: <stderr's first line> ``,
+    /// secrets masked), or
     /// cancellation.
     pub(crate) async fn run_hooks(
         &self,
@@ -58,7 +60,10 @@ impl Run {
                             ),
                         )
                     })?;
-                    self.log(step, LogLevel::Info, &msg, path, iteration);
+                    // A step's Output keeps its last newline: `deploying {{.states.b.Output}}`
+                    // printed a blank line after it (new user).
+                    let msg = msg.trim_end_matches(['\n', '\r']);
+                    self.log(step, LogLevel::Info, msg, path, iteration);
                 }
                 HookAction::Command(text) => {
                     let cmd = self.render_command(text, frame, error).map_err(|e| {
@@ -70,6 +75,10 @@ impl Run {
                             ),
                         )
                     })?;
+                    // Which action failed, as it ran (new user: `hook command exited with
+                    // code 1` named neither the hook nor its command; then the template's
+                    // source was quoted, `{{if .inputs.gate}}…`, not the command that ran).
+                    let shown = short_command(&cmd);
                     self.check_shell(&[]);
                     let spec = CommandSpec {
                         program: Program::Shell(cmd),
@@ -80,9 +89,6 @@ impl Run {
                         scope: Some(self.scope.0.clone()),
                     };
                     let out = self.svc.executor.run(spec, None, token.clone()).await?;
-                    // Which action failed, as written (new user: `hook command exited with
-                    // code 1` named neither the hook nor its command).
-                    let shown = short_command(text);
                     match out.termination {
                         Termination::Exited if out.exit_code == 0 => {}
                         Termination::Exited => {

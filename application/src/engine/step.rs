@@ -705,6 +705,8 @@ impl Run {
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
         let mut attempt = 0u32;
+        // An agent step's usage-limit waits, counted over all its attempts.
+        let mut usage_waits = 0u32;
         // The step's time is all its attempts and the waits between them, from the first
         // attempt's start (breaker: `✗ a (4ms)` after 2.4 s of retries).
         let mut first_start: Option<std::time::SystemTime> = None;
@@ -728,7 +730,10 @@ impl Run {
                 StateKind::CallWorkflow(call) => {
                     self.call_once(state, call, at, deadline, token).await?
                 }
-                StateKind::Agent(step) => self.agent_once(state, step, at, deadline, token).await?,
+                StateKind::Agent(step) => {
+                    self.agent_once(state, step, at, deadline, token, &mut usage_waits)
+                        .await?
+                }
                 StateKind::Operation(op) => {
                     self.operation_once(state, op, at, deadline, token).await?
                 }

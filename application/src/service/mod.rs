@@ -949,7 +949,7 @@ impl RunService for RunManager {
             // Not live here: one parked on a usage limit is ended cancelled for good (the
             // parked-run resumer would resume it at its reset).
             _ => {
-                if self.cancel_parked(run_id)? {
+                if self.cancel_parked(run_id, reason)? {
                     return Ok(());
                 }
                 // Recorded `running` by another awf process that is still alive (a terminal

@@ -11,6 +11,7 @@ use awf_domain::AwfError;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
 use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
 
 use super::RunManager;
@@ -19,7 +20,7 @@ use crate::engine::lock;
 impl RunManager {
     /// Ends the recorded run `run_id` as cancelled if it is parked on a usage limit and
     /// nobody is resuming it (its run lock is free; held while this ends it, so no resume
-    /// starts meanwhile): its snapshot `cancelled` (end time now, exit code 130, the
+    /// starts meanwhile): its snapshot `cancelled` (end time now, the exit code of `reason`, the
     /// `workflow cancelled` error, no reset time), and a `RunFinished` (cancelled) event
     /// handed to the recorders (history row, audit, transcript); this process's view of it,
     /// if it ran here, says the same. `Ok(false)` when it is not such a run (not recorded,
@@ -27,7 +28,11 @@ impl RunManager {
     ///
     /// # Errors
     /// `SYSTEM.IO.*` when its snapshot cannot be written.
-    pub(super) fn cancel_parked(&self, run_id: &RunId) -> Result<bool, AwfError> {
+    pub(super) fn cancel_parked(
+        &self,
+        run_id: &RunId,
+        reason: CancelReason,
+    ) -> Result<bool, AwfError> {
         let services = self.facade.services();
         let Some(store) = &services.state_store else {
             return Ok(false);
@@ -49,7 +54,7 @@ impl RunManager {
             return Ok(false);
         };
         let now = services.clock.now();
-        snap.end_cancelled(now);
+        snap.end_cancelled_by(now, reason);
         store.save(&snap)?;
         let result = crate::runs::result_of(&snap);
         // Its log goes on at the next seq of the run's own events.

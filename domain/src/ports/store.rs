@@ -168,11 +168,19 @@ impl RunSnapshot {
     /// `EXECUTION.RUN.CANCELLED` error; its states and current state are kept, so `awf resume`
     /// continues it as any cancelled run.
     pub fn end_cancelled(&mut self, at: SystemTime) {
+        self.end_cancelled_by(at, crate::run::CancelReason::Requested);
+    }
+
+    /// [`Self::end_cancelled`] by the cancel `reason`: its exit code is recorded (130 for
+    /// SIGINT or a requested cancel, 143 for SIGTERM, 129 for SIGHUP), as a run cancelled
+    /// while running records it (`awf resume` interrupted while it waits for a parked run's
+    /// reset).
+    pub fn end_cancelled_by(&mut self, at: SystemTime, reason: crate::run::CancelReason) {
         self.status = StoredStatus::Cancelled;
         self.waiting_until = None;
         self.completed_at = Some(at);
         self.updated_at = at;
-        self.exit_code = Some(crate::run::CancelReason::Requested.exit_code());
+        self.exit_code = Some(reason.exit_code());
         self.error =
             Some(AwfError::new(crate::ErrorCode::ExecutionRunCancelled, CANCELLED_MESSAGE).body());
     }

@@ -917,12 +917,7 @@ pub(crate) async fn drive(
                 }
                 first_signal.get_or_insert((reason, std::time::Instant::now()));
                 if !cancelled && !ctx.json() && !ctx.quiet {
-                    let what = match reason {
-                        CancelReason::Terminate => "received SIGTERM",
-                        CancelReason::Hangup => "received SIGHUP",
-                        CancelReason::Interrupt => "received SIGINT",
-                        CancelReason::Requested => "cancel requested through the store (awf cancel)",
-                    };
+                    let what = cancel_cause(reason);
                     printer.stderr_line(&format!("{} {what}, cancelling…", ctx.err_style.yellow("WARN")));
                 }
                 if cancelled {
@@ -1298,6 +1293,43 @@ fn missing_inputs(
     names
 }
 
+/// What the warning of a cancel says caused it (`received SIGINT`).
+pub(crate) fn cancel_cause(reason: CancelReason) -> &'static str {
+    match reason {
+        CancelReason::Terminate => "received SIGTERM",
+        CancelReason::Hangup => "received SIGHUP",
+        CancelReason::Interrupt => "received SIGINT",
+        CancelReason::Requested => "cancel requested through the store (awf cancel)",
+    }
+}
+
+/// Reports the result of a run that ended without running here (a parked run cancelled
+/// while `awf resume` waited for its reset): the `-f json` result object with its resume
+/// hint in `error.hints`, else the text summary and the hint; the outcome is the run's exit
+/// code. `secrets` are the secret inputs `awf resume` needs again.
+pub(crate) fn report_ended(ctx: &Ctx, mut result: RunResult, secrets: &[String]) -> Outcome {
+    let ran = Ran::default();
+    if ctx.json() {
+        if let Some(hint) = resume_hint(ctx, &result, &ran, secrets)
+            && let Some(error) = result.error.as_mut()
+            && !error.hints.contains(&hint)
+        {
+            error.hints.push(hint);
+        }
+        if let Err(e) = json_out::print_result(&result) {
+            return errors::report(
+                &crate::errors::CliError::Awf(e),
+                true,
+                ctx.hints,
+                ctx.err_style,
+            );
+        }
+    } else {
+        print_summary(ctx, &result, &ran, secrets);
+    }
+    Outcome::Run(result.exit_code)
+}
+
 /// Text summary on stderr: `Workflow completed.` (or `Workflow completed: <message>` when the
 /// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
 /// detail and hint lines (when a step line already showed that message, it is not repeated:
@@ -1594,7 +1626,7 @@ impl Signals {
     }
 
     /// The next signal's cancel reason; pends forever when none can arrive.
-    async fn next(&mut self) -> CancelReason {
+    pub(crate) async fn next(&mut self) -> CancelReason {
         async fn recv(s: &mut Option<Signal>) -> Option<()> {
             match s {
                 Some(s) => s.recv().await,

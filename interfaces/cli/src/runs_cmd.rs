@@ -29,7 +29,7 @@ use crate::wiring;
 
 /// `awf resume <id>` / `awf resume --list`.
 pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
-    let signals = run_cmd::Signals::install();
+    let mut signals = run_cmd::Signals::install();
     // `--list` is no run: its failures are the error object, as other commands'.
     let fail_list = |e: &AwfError| {
         crate::errors::report(
@@ -145,7 +145,15 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
                 format_rfc3339(until)
             );
         }
-        tokio::time::sleep(left).await;
+        // Ctrl-C, SIGTERM, SIGHUP cancel the wait (they were held until the reset, new user):
+        // the run is recorded cancelled, as a parked run cancelled through the run service.
+        let cancelled = tokio::select! {
+            () = tokio::time::sleep(left) => None,
+            reason = signals.next() => Some(reason),
+        };
+        if let Some(reason) = cancelled {
+            return cancel_while_waiting(ctx, &w, &run_id, &workflow, reason);
+        }
     }
     // Held until the resumed run ends.
     let lock = match awf_application::runs::lock_run(&w.services, &run_id) {
@@ -266,6 +274,59 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         w.services.repository.as_ref(),
     )
     .await
+}
+
+/// `awf resume` of the run `run_id` (of `workflow`) parked on a usage limit, cancelled by
+/// `reason` while it waited for the reset: says so (`WARN received SIGINT, cancelling…`),
+/// records the run cancelled as a parked run's cancel does (status `cancelled`, the
+/// `EXECUTION.RUN.CANCELLED` error, the signal's exit code, no reset time) and reports it as
+/// a cancelled run (`Workflow cancelled.` and the resume hint, or the `-f json` result);
+/// the outcome is the signal's exit code (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+fn cancel_while_waiting(
+    ctx: &Ctx,
+    w: &wiring::Wiring,
+    run_id: &str,
+    workflow: &str,
+    reason: awf_domain::run::CancelReason,
+) -> Outcome {
+    if !ctx.json() && !ctx.quiet {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{} {}, cancelling…",
+            ctx.err_style.yellow("WARN"),
+            run_cmd::cancel_cause(reason)
+        );
+    }
+    let store = match w.state_store() {
+        Ok(s) => s,
+        Err(e) => return run_cmd::fail_before_resume(ctx, run_id, workflow, &e),
+    };
+    let mut services = w.services.clone();
+    services.state_store = Some(store.clone());
+    let service = wiring::run_service(services);
+    let id = RunId(run_id.to_owned());
+    if let Err(e) = service.cancel(&id, reason) {
+        // Resumed by another process meanwhile (its lock held): nothing of it is this
+        // process's to stop; the wait ends with the signal's exit code all the same.
+        let _ = std::io::stderr()
+            .write_all(crate::errors::render_text(&e, ctx.hints, ctx.err_style).as_bytes());
+        return Outcome::Run(reason.exit_code());
+    }
+    match store.load(run_id) {
+        Ok(snap) => {
+            let file = snap
+                .workflow_path
+                .as_ref()
+                .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
+            let secrets = awf_application::inputs::secrets_to_ask_again(
+                w.services.repository.as_ref(),
+                &file,
+                &snap.inputs,
+            );
+            run_cmd::report_ended(ctx, awf_application::runs::result_of(&snap), &secrets)
+        }
+        Err(e) => run_cmd::fail_before_resume(ctx, run_id, workflow, &e),
+    }
 }
 
 /// A run of the shared store that never started (cancelled while queued, or failed before
