@@ -552,6 +552,10 @@ impl Run {
     pub(crate) fn new(spec: RunSpec) -> Self {
         let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         masker.extend(&spec.inherited_secrets);
+        // Values the process masks in every run (`awf serve --token-env`'s token).
+        for v in awf_domain::withheld::masked_values() {
+            masker.add(&v);
+        }
         // Secret inputs of any type: numbers as written, every item of a list, every leaf.
         masker.extend(&Masker::from_named_values(&spec.inputs));
         let exported = exported_of(&spec.workflow, &spec.inputs);

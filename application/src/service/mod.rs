@@ -449,6 +449,60 @@ impl RunManager {
         Ok(Slot(&self.registry))
     }
 
+    /// [`RunService::subscribe`]; with `fill`, what the in-memory log dropped before the
+    /// subscriber read it is read back from the store (see [`recorded::Filled`]).
+    fn subscribe_from(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        fill: bool,
+    ) -> Result<Box<dyn Subscription>, AwfError> {
+        self.evict();
+        let from = from_seq.max(1);
+        let services = self.facade.services();
+        let Some(e) = self.entry(run_id) else {
+            // Not held here: its recorded log, followed while another process runs it.
+            let reader = services
+                .event_log
+                .as_ref()
+                .ok_or_else(|| not_found(run_id))?;
+            // A state file that cannot be read is reported as `get` reports it.
+            let live_elsewhere = recorded::live_elsewhere(services, run_id)?;
+            let log = reader
+                .read_log(run_id, from)?
+                .ok_or_else(|| unknown(run_id))?;
+            return Ok(Box::new(recorded::Recorded::new(
+                Arc::clone(reader),
+                run_id.clone(),
+                from,
+                log,
+                live_elsewhere,
+            )));
+        };
+        // What the in-memory log dropped before the subscriber read it is read back from
+        // the store (issue 1 of the seventieth trial: the stream is lossless).
+        let reader = services.event_log.clone().filter(|_| fill);
+        let filled =
+            |inner, from| recorded::Filled::new(inner, reader.clone(), run_id.clone(), from);
+        match &services.event_log {
+            // The earlier attempts of a resumed run are in the store, the rest in memory.
+            Some(reader) if from <= e.recorded_before => {
+                let log = reader.read_log(run_id, from)?.unwrap_or_default();
+                let live = e.recorded_before + 1;
+                Ok(Box::new(recorded::Chained::new(
+                    log.envelopes,
+                    from,
+                    e.recorded_before,
+                    filled(e.log.subscribe(live), live),
+                )))
+            }
+            _ => {
+                let from = from.max(e.recorded_before + 1);
+                Ok(Box::new(filled(e.log.subscribe(from), from)))
+            }
+        }
+    }
+
     fn entry(&self, run_id: &RunId) -> Option<Arc<Entry>> {
         lock(&self.registry).runs.get(run_id).cloned()
     }
@@ -886,41 +940,15 @@ impl RunService for RunManager {
     }
 
     fn subscribe(&self, run_id: &RunId, from_seq: u64) -> Result<Box<dyn Subscription>, AwfError> {
-        self.evict();
-        let from = from_seq.max(1);
-        let services = self.facade.services();
-        let Some(e) = self.entry(run_id) else {
-            // Not held here: its recorded log, followed while another process runs it.
-            let reader = services
-                .event_log
-                .as_ref()
-                .ok_or_else(|| not_found(run_id))?;
-            // A state file that cannot be read is reported as `get` reports it.
-            let live_elsewhere = recorded::live_elsewhere(services, run_id)?;
-            let log = reader
-                .read_log(run_id, from)?
-                .ok_or_else(|| unknown(run_id))?;
-            return Ok(Box::new(recorded::Recorded::new(
-                Arc::clone(reader),
-                run_id.clone(),
-                from,
-                log,
-                live_elsewhere,
-            )));
-        };
-        match &services.event_log {
-            // The earlier attempts of a resumed run are in the store, the rest in memory.
-            Some(reader) if from <= e.recorded_before => {
-                let log = reader.read_log(run_id, from)?.unwrap_or_default();
-                Ok(Box::new(recorded::Chained::new(
-                    log.envelopes,
-                    from,
-                    e.recorded_before,
-                    e.log.subscribe(e.recorded_before + 1),
-                )))
-            }
-            _ => Ok(Box::new(e.log.subscribe(from.max(e.recorded_before + 1)))),
-        }
+        self.subscribe_from(run_id, from_seq, true)
+    }
+
+    fn subscribe_kept(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+    ) -> Result<Box<dyn Subscription>, AwfError> {
+        self.subscribe_from(run_id, from_seq, false)
     }
 
     fn respond(&self, request_id: &str, answer: Answer) -> Result<(), AwfError> {

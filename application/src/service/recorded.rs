@@ -196,3 +196,122 @@ impl<S: Subscription> Subscription for Chained<S> {
         self.live.next().await
     }
 }
+
+/// Most estimated bytes of a gap read back at once (see [`Filled`]); the rest of the gap is
+/// read again after those were delivered.
+const FILL_BATCH_BYTES: usize = 8 << 20;
+/// How long [`Filled`] waits for the store to hold a gap's events (its recorders write
+/// behind the in-memory log) before it gives up and passes the lag on.
+const FILL_PATIENCE: Duration = Duration::from_secs(30);
+
+/// An in-memory log's subscription whose gaps are filled from the store: where the log
+/// had dropped events before the subscriber read them ([`SubscriptionItem::Lagged`]), the
+/// events are read back from the run's record (its transcript) and delivered at their
+/// positions, so the subscriber gets every event with no gap. Memory stays bounded: a gap is
+/// read back [`FILL_BATCH_BYTES`] at a time. Only when the store does not hold them (nothing
+/// recorded, `AWF_RECORD=off`, or not written within [`FILL_PATIENCE`]) is the lag passed on.
+pub(crate) struct Filled<S> {
+    inner: S,
+    reader: Option<Arc<dyn EventLogReader>>,
+    run_id: RunId,
+    /// The next position the subscriber expects.
+    next: u64,
+    /// Read back, not delivered yet; the first is at `next`.
+    buffer: VecDeque<EventEnvelope>,
+    /// The inner subscription goes on from here: positions `next..resume` are a gap to fill.
+    resume: Option<u64>,
+}
+
+impl<S> Filled<S> {
+    /// `inner` subscribed from position `from`.
+    pub(crate) fn new(
+        inner: S,
+        reader: Option<Arc<dyn EventLogReader>>,
+        run_id: RunId,
+        from: u64,
+    ) -> Self {
+        Self {
+            inner,
+            reader,
+            run_id,
+            next: from.max(1),
+            buffer: VecDeque::new(),
+            resume: None,
+        }
+    }
+
+    /// Reads back the next part of the gap `next..resume` (at most [`FILL_BATCH_BYTES`]),
+    /// waiting while the store does not hold its first event yet; whether anything came.
+    async fn fill(&mut self, resume: u64) -> bool {
+        let Some(reader) = self.reader.clone() else {
+            return false;
+        };
+        let started = tokio::time::Instant::now();
+        let mut wait = POLL_MIN;
+        loop {
+            let run_id = self.run_id.clone();
+            let from = self.next;
+            let r = Arc::clone(&reader);
+            let read = tokio::task::spawn_blocking(move || r.read_log(&run_id, from)).await;
+            if let Ok(Ok(Some(log))) = read {
+                let want = usize::try_from(resume.saturating_sub(self.next)).unwrap_or(usize::MAX);
+                let mut bytes = 0;
+                for env in log.envelopes.into_iter().take(want) {
+                    bytes += super::log::approx_size(&env);
+                    self.buffer.push_back(env);
+                    if bytes >= FILL_BATCH_BYTES {
+                        break;
+                    }
+                }
+                if !self.buffer.is_empty() {
+                    return true;
+                }
+                // Recorded, but not that far yet: the recorders write behind the log.
+            } else {
+                // Nothing recorded (recording off) or unreadable: passed on as a lag.
+                return false;
+            }
+            if started.elapsed() >= FILL_PATIENCE {
+                return false;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(POLL_MAX);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: Subscription> Subscription for Filled<S> {
+    async fn next(&mut self) -> Option<SubscriptionItem> {
+        loop {
+            if let Some(env) = self.buffer.pop_front() {
+                let position = self.next;
+                self.next += 1;
+                return Some(SubscriptionItem::Event {
+                    position,
+                    envelope: Box::new(env),
+                });
+            }
+            if let Some(resume) = self.resume {
+                if self.next < resume && self.fill(resume).await {
+                    continue;
+                }
+                self.resume = None;
+                if self.next < resume {
+                    // Not in the store: the gap stays, said as such.
+                    self.next = resume;
+                    return Some(SubscriptionItem::Lagged { resume_seq: resume });
+                }
+            }
+            match self.inner.next().await? {
+                SubscriptionItem::Event { position, envelope } => {
+                    self.next = position + 1;
+                    return Some(SubscriptionItem::Event { position, envelope });
+                }
+                SubscriptionItem::Lagged { resume_seq } => {
+                    self.resume = Some(resume_seq);
+                }
+            }
+        }
+    }
+}

@@ -153,6 +153,21 @@ pub trait RunService: Send + Sync {
     /// `SYSTEM.IO.READ_FAILED` when its record cannot be read.
     fn subscribe(&self, run_id: &RunId, from_seq: u64) -> Result<Box<dyn Subscription>, AwfError>;
 
+    /// [`RunService::subscribe`] for a snapshot read without waiting (`now_or_never`): what
+    /// a live run's log holds in memory is delivered at once, and a range that left memory is
+    /// a [`SubscriptionItem::Lagged`] rather than read back from the store (which `subscribe`
+    /// does, and which would have to wait). The default is `subscribe`.
+    ///
+    /// # Errors
+    /// As [`RunService::subscribe`].
+    fn subscribe_kept(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+    ) -> Result<Box<dyn Subscription>, AwfError> {
+        self.subscribe(run_id, from_seq)
+    }
+
     /// Answers a pending interaction request of any live run.
     ///
     /// # Errors

@@ -734,11 +734,15 @@ function connect(view) {
       if (d && d.message) view.actionMsg.textContent = d.message;
     });
   }
-  on('lagged', () => {
-    // The server dropped us behind; the browser reconnects with Last-Event-ID on its own.
-    es.close();
-    stopView();
-    runView(view.id);
+  es.addEventListener('lagged', (ev) => {
+    // Only a server that does not record its runs' events (AWF_RECORD=off) says this: the
+    // events before `resume_position` left its memory and cannot be read again, so
+    // restarting the view would lose them again (and again: it looped). Say so and go on
+    // with what follows.
+    let d = null;
+    try { d = JSON.parse(ev.data); } catch { /* said without the position */ }
+    const at = d && d.resume_position ? ` (up to event ${d.resume_position - 1})` : '';
+    view.actionMsg.textContent = `Some of this run's events were not kept${at}: its output here is incomplete.`;
   });
 }
 

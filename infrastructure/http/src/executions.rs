@@ -475,7 +475,22 @@ pub struct RespondBody {
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Resume after this position (as `Last-Event-ID`, which wins when both are sent).
+    #[param(pattern = r"^\s*[0-9]+\s*$")]
     pub after: Option<String>,
+}
+
+/// `GET …/events` headers, for the OpenAPI document only (read by [`resume_after`]).
+#[derive(Debug, Clone, Default, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct EventsHeaders {
+    /// The `id:` of the last event received: the stream goes on after it (wins over
+    /// `after`; empty is as if absent: from the start).
+    #[param(
+        rename = "Last-Event-ID",
+        nullable = false,
+        pattern = r"^\s*[0-9]*\s*$"
+    )]
+    pub last_event_id: Option<String>,
 }
 
 /// RFC 3339 of milliseconds since the epoch.
@@ -959,7 +974,7 @@ pub(crate) async fn get_execution(
         && v.phase == RunPhase::Recorded
         && matches!(v.status, StoredStatus::Running);
     if (v.phase != RunPhase::Recorded || elsewhere)
-        && let Ok(sub) = cfg.service.subscribe(&run_id, 1)
+        && let Ok(sub) = cfg.service.subscribe_kept(&run_id, 1)
     {
         // The log on top: fresher while the run is live, and the only record of its message.
         let s = snapshot(sub, &run_id);
@@ -1447,7 +1462,7 @@ pub(crate) async fn respond(
 ) -> Result<StatusCode, Problem> {
     // A unique prefix is enough, as for GET (422 for an ambiguous one, 404 for none).
     let run_id = cfg.service.resolve(&id)?;
-    let sub = match cfg.service.subscribe(&run_id, 1) {
+    let sub = match cfg.service.subscribe_kept(&run_id, 1) {
         Ok(s) => s,
         Err(e) => {
             // Known only from the store: it is not running here, nothing can be answered.
@@ -1541,7 +1556,8 @@ pub(crate) async fn respond(
 }
 
 /// The position a stream resumes after: `Last-Event-ID` (the last position the client
-/// got), else `?after=N`, else 0 (from the start).
+/// got; the header wins over `?after=` when both are given; an empty one counts as absent),
+/// else `?after=N`, else 0 (from the start).
 ///
 /// # Errors
 /// `USER.INPUT.VALIDATION_FAILED` when either is not a number.
@@ -1555,7 +1571,10 @@ pub fn resume_after(headers: &HeaderMap, after: Option<&str>) -> Result<u64, Awf
     };
     if let Some(h) = headers.get("last-event-id") {
         let s = h.to_str().map_err(|_| bad("Last-Event-ID", "?"))?.trim();
-        return s.parse::<u64>().map_err(|_| bad("Last-Event-ID", s));
+        // An empty header is no position (an `EventSource` that got no `id:` yet): absent.
+        if !s.is_empty() {
+            return s.parse::<u64>().map_err(|_| bad("Last-Event-ID", s));
+        }
     }
     match after {
         Some(a) => a.trim().parse::<u64>().map_err(|_| bad("after", a)),
@@ -2027,7 +2046,7 @@ async fn not_started_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
     tag = "executions",
     params(
         ("id" = String, Path, description = "Run id, or a unique prefix of one (the events carry the full id)"),
-        ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received: the stream goes on after it"),
+        EventsHeaders,
         EventsQuery,
     ),
     responses(
@@ -2258,6 +2277,12 @@ mod tests {
         assert_eq!(resume_after(&h, Some("4")).unwrap(), 7);
         h.insert("last-event-id", HeaderValue::from_static("x"));
         assert!(resume_after(&h, None).is_err());
+        // Empty (or blank): as if absent.
+        h.insert("last-event-id", HeaderValue::from_static(""));
+        assert_eq!(resume_after(&h, None).unwrap(), 0);
+        assert_eq!(resume_after(&h, Some("4")).unwrap(), 4);
+        h.insert("last-event-id", HeaderValue::from_static(" "));
+        assert_eq!(resume_after(&h, None).unwrap(), 0);
     }
 
     fn body(v: Value) -> RespondBody {

@@ -37,13 +37,48 @@ pub struct HistoryQuery {
     pub workflow: Option<String>,
     /// `running`, `completed` (also `success`), `failed` (also `failure`), `cancelled`,
     /// `waiting` (parked on a usage limit), `queued` (the shared store's queue).
+    #[param(value_type = Option<HistoryStatusParam>, inline)]
     pub status: Option<String>,
     /// Runs started at or after this time (RFC 3339, or a day `YYYY-MM-DD`).
+    #[param(
+        pattern = r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?\s*$"
+    )]
     pub since: Option<String>,
     /// Runs started at or before this time (RFC 3339, or a day `YYYY-MM-DD`: its end).
+    #[param(
+        pattern = r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}([Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2}))?\s*$"
+    )]
     pub until: Option<String>,
     /// At most this many rows, newest first (default 20; ignored by `stats`).
+    #[param(value_type = Option<u64>, minimum = 1)]
     pub limit: Option<String>,
+}
+
+/// The run statuses `?status=` takes (the OpenAPI document's enum; [`parse_status`] reads
+/// them, any case).
+#[derive(Debug, Clone, Copy, ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum HistoryStatusParam {
+    /// Running now.
+    Running,
+    /// Parked on a usage limit.
+    Waiting,
+    /// In the shared store's queue.
+    Queued,
+    /// Ended successfully.
+    Completed,
+    /// As `completed`.
+    Success,
+    /// As `completed`.
+    Succeeded,
+    /// Ended in failure.
+    Failed,
+    /// As `failed`.
+    Failure,
+    /// Cancelled.
+    Cancelled,
+    /// As `cancelled`.
+    Canceled,
 }
 
 /// One recorded run.

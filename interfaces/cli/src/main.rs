@@ -29,6 +29,7 @@ mod run_help;
 mod runs_cmd;
 mod serve_cmd;
 mod serve_resume;
+mod serve_token;
 mod stdout_check;
 mod style;
 mod submit_cmd;
@@ -126,6 +127,14 @@ fn main() -> ExitCode {
     if matches!(cli.command, Command::Watchdog) {
         watchdog::serve();
         return ExitCode::SUCCESS;
+    }
+    // `awf serve --token-env NAME`: the token leaves the process's environment block before
+    // any thread or child starts (a step could read it in `/proc/$PPID/environ`).
+    if let Command::Serve(a) = &cli.command
+        && let Some(name) = &a.token_env
+    {
+        serve_token::take();
+        serve_token::reexec_without(name, &args);
     }
     let ctx = Ctx::from_cli(&cli);
     errors::remember_store_flags(ctx.storage.as_deref(), ctx.store.as_deref());

@@ -276,7 +276,14 @@ const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let env_now = crate::wiring::process_env();
     let token = match &args.token_env {
-        Some(name) => Some(token_of(name, &env_now)?),
+        // Handed over by the image that started this one without the variable.
+        Some(name) => Some(match crate::serve_token::handed() {
+            Some(t) => token_of(
+                name,
+                &std::collections::BTreeMap::from([(name.clone(), t.to_owned())]),
+            )?,
+            None => token_of(name, &env_now)?,
+        }),
         None => None,
     };
     let addr = parse_addr(&args.addr, token.is_some())?;
@@ -301,7 +308,11 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     // The token reaches no step: not in the runs' environment, and no child inherits it.
     if let Some(name) = &args.token_env {
-        awf_domain::withheld::withhold_env([name.clone()]);
+        awf_domain::withheld::withhold_env([name.clone(), crate::serve_token::FD_VAR.to_owned()]);
+    }
+    // Should a step find it anyway, it is `***` in everything a run records and shows.
+    if let Some(t) = &token {
+        awf_domain::withheld::mask_value(t.clone());
     }
     let mut w =
         crate::wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?;
@@ -345,6 +356,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .env
         .iter()
         .filter(|(k, _)| args.token_env.as_deref() != Some(k.as_str()))
+        .filter(|(k, _)| k.as_str() != crate::serve_token::FD_VAR)
         .filter(|(k, _)| w.store_url.is_none() || k.as_str() != "AWF_STORE")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
