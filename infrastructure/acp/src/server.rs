@@ -149,6 +149,8 @@ struct Parked {
 /// started up to what the session saw, the messages awf wrote itself).
 #[derive(Clone)]
 struct RunRecord {
+    /// Names the turn in the session file, across processes.
+    key: String,
     prompt: String,
     /// The run it started, when it started one.
     run_id: Option<RunId>,
@@ -177,6 +179,8 @@ struct Session {
     /// `workflow\0gate-step` pairs the user chose `allow_always` / `reject_always` for.
     always: Mutex<HashMap<String, bool>>,
     runs: Mutex<Vec<RunRecord>>,
+    /// Key of the record of the turn in flight (its notes go there).
+    current: Mutex<Option<String>>,
     title: Mutex<Option<String>>,
     updated_at: Mutex<Option<String>>,
     /// The editor's file channel, when the client offers both fs methods (fs delegation).
@@ -921,6 +925,7 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         parked: tokio::sync::Mutex::new(None),
         always: Mutex::new(HashMap::new()),
         runs: Mutex::new(Vec::new()),
+        current: Mutex::new(None),
         title: Mutex::new(None),
         updated_at: Mutex::new(None),
         fs: Mutex::new(fs),
@@ -965,18 +970,39 @@ fn set_mode(shared: &Arc<Shared>, params: &Value) -> Reply {
 fn list_sessions(shared: &Arc<Shared>, params: &Value) -> Reply {
     let filter = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
     // Closed sessions are kept for `session/load` but not listed (acp.md: close frees them).
-    let mut all: Vec<Arc<Session>> = lock(&shared.sessions).values().cloned().collect();
-    all.sort_by(|a, b| a.id.cmp(&b.id));
-    let sessions: Vec<Value> = all
-        .iter()
-        .filter(|s| filter.as_ref().is_none_or(|f| *f == s.cwd))
+    // This process's open sessions, and the store's as it is now (sessions other processes
+    // created or went on with since this one started).
+    let mut all: Vec<(String, PathBuf, Option<String>, Option<String>)> = lock(&shared.sessions)
+        .values()
         .map(|s| {
-            let mut v = json!({"sessionId": s.id, "cwd": s.cwd.display().to_string()});
+            (
+                s.id.clone(),
+                s.cwd.clone(),
+                lock(&s.title).clone(),
+                lock(&s.updated_at).clone(),
+            )
+        })
+        .collect();
+    if let Some(dir) = &shared.cfg.sessions_dir {
+        let open: std::collections::HashSet<String> =
+            all.iter().map(|(id, ..)| id.clone()).collect();
+        for saved in crate::sessions::load_all(dir) {
+            if !saved.closed && !open.contains(&saved.id) {
+                all.push((saved.id, saved.cwd, saved.title, saved.updated_at));
+            }
+        }
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let sessions: Vec<Value> = all
+        .into_iter()
+        .filter(|(_, cwd, ..)| filter.as_ref().is_none_or(|f| f == cwd))
+        .map(|(id, cwd, title, updated)| {
+            let mut v = json!({"sessionId": id, "cwd": cwd.display().to_string()});
             if let Some(m) = v.as_object_mut() {
-                if let Some(t) = lock(&s.title).clone() {
+                if let Some(t) = title {
                     m.insert("title".into(), Value::String(t));
                 }
-                if let Some(u) = lock(&s.updated_at).clone() {
+                if let Some(u) = updated {
                     m.insert("updatedAt".into(), Value::String(u));
                 }
             }
@@ -1042,15 +1068,25 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
     let id = session_id_of(params)?;
     let cwd = check_cwd(params)?;
     let servers = check_mcp_servers(params)?;
-    let s = {
+    // The store is read now: a session another process created (or went on with) since
+    // this one started is loaded as it is saved.
+    let stored = shared
+        .cfg
+        .sessions_dir
+        .as_deref()
+        .and_then(|d| crate::sessions::load_one(d, &id));
+    let known = {
         let open = lock(&shared.sessions).get(&id).cloned();
-        match open {
-            Some(s) => s,
-            None => lock(&shared.closed)
-                .get(&id)
-                .cloned()
-                .ok_or_else(|| unknown_session(&id))?,
+        open.or_else(|| lock(&shared.closed).get(&id).cloned())
+    };
+    let s = match (known, stored) {
+        (Some(s), Some(saved)) => {
+            refresh(shared, &s, saved);
+            s
         }
+        (Some(s), None) => s,
+        (None, Some(saved)) => session_of(shared, saved),
+        (None, None) => return Err(unknown_session(&id)),
     };
     // Under the gate: a prompt turn queues its response and releases the slot under it, so
     // a client that loads as soon as it has the response never finds the slot still taken
@@ -1239,17 +1275,23 @@ fn persist(shared: &Shared, s: &Session) {
     // Masked again with every secret known now (one learnt after a note was written).
     let masker = masker_now(shared);
     let hide = |t: &str| masker.mask(t).into_owned();
+    let mode = lock(&s.mode).id().to_owned();
+    let title = lock(&s.title).as_deref().map(hide);
+    let updated_at = lock(&s.updated_at).clone();
+    // Held while the file is merged and written: the turns written are the turns kept.
+    let mut runs = lock(&s.runs);
     let saved = crate::sessions::SavedSession {
         schema_version: crate::sessions::SCHEMA_VERSION,
         id: s.id.clone(),
         cwd: s.cwd.clone(),
-        mode: lock(&s.mode).id().to_owned(),
-        title: lock(&s.title).as_deref().map(hide),
-        updated_at: lock(&s.updated_at).clone(),
+        mode,
+        title,
+        updated_at,
         closed: s.closed.load(Ordering::SeqCst),
-        runs: lock(&s.runs)
+        runs: runs
             .iter()
             .map(|r| crate::sessions::SavedRun {
+                key: r.key.clone(),
                 prompt: hide(&r.prompt),
                 run_id: r.run_id.clone(),
                 workflow: r.workflow.clone(),
@@ -1258,8 +1300,82 @@ fn persist(shared: &Shared, s: &Session) {
             })
             .collect(),
     };
-    if let Err(e) = crate::sessions::save(dir, &saved) {
-        tracing::warn!(target: "awf::acp", session = %s.id, error = %e, "cannot save the session; it lives on in memory only");
+    match crate::sessions::save(dir, &saved) {
+        // Another process's turns (written since) join this one's.
+        Ok(merged) => {
+            *runs = merged.runs.into_iter().map(record_of).collect();
+            drop(runs);
+            if let Some(t) = merged.title {
+                lock(&s.title).get_or_insert(t);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(target: "awf::acp", session = %s.id, error = %e, "cannot save the session; it lives on in memory only");
+        }
+    }
+}
+
+fn record_of(r: crate::sessions::SavedRun) -> RunRecord {
+    RunRecord {
+        key: r.key,
+        prompt: r.prompt,
+        run_id: r.run_id,
+        workflow: r.workflow,
+        seen: r.seen,
+        notes: r.notes,
+    }
+}
+
+/// A session of the store as this process holds it (its editor MCP servers and file channel
+/// come with the next `session/load`).
+fn session_of(shared: &Shared, mut saved: crate::sessions::SavedSession) -> Arc<Session> {
+    hide_saved_secrets(shared, &mut saved);
+    Arc::new(Session {
+        id: saved.id.clone(),
+        cwd: saved.cwd,
+        mcp_servers: Mutex::new(Vec::new()),
+        mode: Mutex::new(Mode::from_id(&saved.mode)),
+        in_flight: AtomicBool::new(false),
+        closed: AtomicBool::new(saved.closed),
+        gate: Mutex::new(()),
+        turn: Mutex::new(None),
+        parked: tokio::sync::Mutex::new(None),
+        always: Mutex::new(HashMap::new()),
+        runs: Mutex::new(saved.runs.into_iter().map(record_of).collect()),
+        current: Mutex::new(None),
+        title: Mutex::new(saved.title),
+        updated_at: Mutex::new(saved.updated_at),
+        fs: Mutex::new(None),
+    })
+}
+
+/// Takes in the turns other processes saved for `s` since this one read its file.
+fn refresh(shared: &Shared, s: &Session, saved: crate::sessions::SavedSession) {
+    let mut saved = saved;
+    hide_saved_secrets(shared, &mut saved);
+    let mut runs = lock(&s.runs);
+    let mine: Vec<crate::sessions::SavedRun> = runs
+        .iter()
+        .map(|r| crate::sessions::SavedRun {
+            key: r.key.clone(),
+            prompt: r.prompt.clone(),
+            run_id: r.run_id.clone(),
+            workflow: r.workflow.clone(),
+            seen: r.seen,
+            notes: r.notes.clone(),
+        })
+        .collect();
+    *runs = crate::sessions::merge_runs(&saved.runs, &mine)
+        .into_iter()
+        .map(record_of)
+        .collect();
+    drop(runs);
+    if let Some(t) = saved.title {
+        lock(&s.title).get_or_insert(t);
+    }
+    let mut u = lock(&s.updated_at);
+    if saved.updated_at > *u {
+        *u = saved.updated_at;
     }
 }
 
@@ -1270,42 +1386,15 @@ fn restore_sessions(shared: &Shared) {
     let Some(dir) = &shared.cfg.sessions_dir else {
         return;
     };
-    for mut saved in crate::sessions::load_all(dir) {
-        hide_saved_secrets(shared, &mut saved);
-        let s = Arc::new(Session {
-            id: saved.id.clone(),
-            cwd: saved.cwd,
-            mcp_servers: Mutex::new(Vec::new()),
-            mode: Mutex::new(Mode::from_id(&saved.mode)),
-            in_flight: AtomicBool::new(false),
-            closed: AtomicBool::new(saved.closed),
-            gate: Mutex::new(()),
-            turn: Mutex::new(None),
-            parked: tokio::sync::Mutex::new(None),
-            always: Mutex::new(HashMap::new()),
-            runs: Mutex::new(
-                saved
-                    .runs
-                    .into_iter()
-                    .map(|r| RunRecord {
-                        prompt: r.prompt,
-                        run_id: r.run_id,
-                        workflow: r.workflow,
-                        seen: r.seen,
-                        notes: r.notes,
-                    })
-                    .collect(),
-            ),
-            title: Mutex::new(saved.title),
-            updated_at: Mutex::new(saved.updated_at),
-            fs: Mutex::new(None),
-        });
-        let map = if saved.closed {
+    for saved in crate::sessions::load_all(dir) {
+        let closed = saved.closed;
+        let s = session_of(shared, saved);
+        let map = if closed {
             &shared.closed
         } else {
             &shared.sessions
         };
-        lock(map).insert(saved.id, s);
+        lock(map).insert(s.id.clone(), s);
     }
 }
 
@@ -1511,6 +1600,15 @@ impl PromptText {
 /// The `messageId` of awf's own message `n` of prompt `turn` of session `session` (the
 /// same when `session/load` replays it): a message of its own, apart from the steps' text
 /// (`<run>:<step>`), so a client that groups chunks by message id keeps both.
+/// The record of the turn in flight (the last one when none is marked).
+fn current_record<'a>(s: &Session, runs: &'a mut [RunRecord]) -> Option<&'a mut RunRecord> {
+    let current = lock(&s.current).clone();
+    match current.and_then(|k| runs.iter().position(|r| r.key == k)) {
+        Some(i) => runs.get_mut(i),
+        None => runs.last_mut(),
+    }
+}
+
 fn note_id(session: &str, turn: usize, n: usize) -> String {
     format!("{session}:{turn}:awf:{n}")
 }
@@ -1518,8 +1616,11 @@ fn note_id(session: &str, turn: usize, n: usize) -> String {
 fn message(shared: &Shared, s: &Session, t: &str) {
     let id = {
         let mut runs = lock(&s.runs);
-        let turn = runs.len().saturating_sub(1);
-        match runs.last_mut() {
+        let current = lock(&s.current).clone();
+        let turn = current
+            .and_then(|k| runs.iter().position(|r| r.key == k))
+            .unwrap_or_else(|| runs.len().saturating_sub(1));
+        match runs.get_mut(turn) {
             Some(r) => {
                 r.notes.push(t.to_owned());
                 note_id(&s.id, turn, r.notes.len() - 1)
@@ -1675,7 +1776,7 @@ async fn prompt_turn(
             return Ok("end_turn");
         }
     };
-    if let Some(r) = lock(&s.runs).last_mut() {
+    if let Some(r) = current_record(s, &mut lock(&s.runs)) {
         r.run_id = Some(run_id.clone());
         r.workflow = Some(workflow.clone());
     }
@@ -1733,7 +1834,10 @@ fn record_prompt(shared: &Shared, s: &Session, text: &PromptText) {
         let t: String = shown.chars().take(80).collect();
         *lock(&s.title) = Some(t);
     }
+    let key = uuid::Uuid::new_v4().simple().to_string();
+    *lock(&s.current) = Some(key.clone());
     lock(&s.runs).push(RunRecord {
+        key,
         prompt: shown,
         run_id: None,
         workflow: None,

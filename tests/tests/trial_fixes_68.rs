@@ -1,0 +1,115 @@
+//! A new user's trial of `awf acp-serve` and `awf mcp-serve` with the official SDKs, over the
+//! real binary: two acp-serve processes on one session, a question pending across a restart,
+//! workflow names with `_` or upper-case letters, free text to a default workflow without a
+//! `prompt` input, MCP arguments against the published schemas, and an approval's choice.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use awf_tests::Sandbox;
+use awf_tests::acp::Acp;
+use awf_tests::acp::said;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+const HELLO: &str = "name: hello\ninputs:\n  - name: name\n    type: string\n    default: world\nstates:\n  initial: s\n  s:\n    type: step\n    command: echo hello {{.inputs.name}}\n    on_success: done\n  done:\n    type: terminal\n";
+
+fn acp_sandbox() -> Sandbox {
+    let mut sb = Sandbox::new().unwrap();
+    sb.write("wf/hello.yaml", HELLO).unwrap();
+    let wf = sb.path().join("wf").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
+    sb
+}
+
+/// The texts of the `user_message_chunk` updates among `frames`.
+fn user_messages(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "user_message_chunk")
+        .map(|f| {
+            f["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+fn load(acp: &mut Acp, sb: &Sandbox, sid: &str) -> (Vec<Value>, Value) {
+    let cwd = sb.path().display().to_string();
+    acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+    )
+}
+
+// ---- 1. two acp-serve processes on one session ----------------------------------------------
+
+/// User: server A made a session and prompted `/hello name=A1`; server B loaded it; then A
+/// and B prompted in turn; a third server's replay held only A1 and B's turns (the whole
+/// file was rewritten by the last writer). Now every turn of both processes survives, in the
+/// order they were saved.
+#[test]
+fn acp_two_servers_on_one_session_keep_each_others_turns() {
+    let sb = acp_sandbox();
+    let mut a = Acp::start(&sb);
+    let sid = a.new_session(&sb);
+    let (_, r) = a.prompt(&sid, "/hello name=A1");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let mut b = Acp::start(&sb);
+    let (_, r) = load(&mut b, &sb, &sid);
+    assert!(r["result"].is_object(), "{r}");
+    for (x, y) in [("A2", "B1"), ("A3", "B2"), ("A4", "B3")] {
+        let (_, r) = a.prompt(&sid, &format!("/hello name={x}"));
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+        let (_, r) = b.prompt(&sid, &format!("/hello name={y}"));
+        assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    }
+    a.raw.close();
+    b.raw.close();
+    let mut c = Acp::start(&sb);
+    let (replay, r) = load(&mut c, &sb, &sid);
+    assert!(r["result"].is_object(), "{r}");
+    assert_eq!(
+        user_messages(&replay),
+        [
+            "/hello name=A1",
+            "/hello name=A2",
+            "/hello name=B1",
+            "/hello name=A3",
+            "/hello name=B2",
+            "/hello name=A4",
+            "/hello name=B3"
+        ]
+    );
+    c.raw.close();
+}
+
+/// User: a server started before a session was created (by another server) never saw it:
+/// `session/list` left it out and `session/load` answered -32002. Both read the store now.
+#[test]
+fn acp_a_server_sees_sessions_created_after_it_started() {
+    let sb = acp_sandbox();
+    let mut early = Acp::start(&sb);
+    let mut other = Acp::start(&sb);
+    let sid = other.new_session(&sb);
+    let (_, r) = other.prompt(&sid, "/hello name=late");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    other.raw.close();
+
+    let (_, list) = early.call("session/list", json!({}));
+    let ids: Vec<&str> = list["result"]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [sid.as_str()], "{list}");
+    assert_eq!(list["result"]["sessions"][0]["title"], "/hello name=late");
+    let (replay, r) = load(&mut early, &sb, &sid);
+    assert!(r["result"].is_object(), "{r}");
+    assert_eq!(user_messages(&replay), ["/hello name=late"]);
+    assert!(said(&replay).contains("hello late"), "{}", said(&replay));
+    early.raw.close();
+}
