@@ -113,3 +113,41 @@ fn acp_a_server_sees_sessions_created_after_it_started() {
     assert!(said(&replay).contains("hello late"), "{}", said(&replay));
     early.raw.close();
 }
+
+// ---- 2. a pending question across a restart -------------------------------------------------
+
+const TAGGED: &str = "name: tagged\ninputs:\n  - name: tag\n    type: string\n    required: true\n  - name: who\n    type: string\n    default: nobody\nstates:\n  initial: s\n  s:\n    type: step\n    command: echo tagged {{.inputs.tag}} by {{.inputs.who}}\n    on_success: done\n  done:\n    type: terminal\n";
+
+/// User: `/tagged who=me` asked for `tag` ("Send it as your next message."); after a
+/// restart and `session/load` (whose replay showed the question) the answer `v3` was refused
+/// as "Invalid prompt: prompt must begin with a /<workflow> slash command". The question is
+/// saved with the session now: the answer runs the workflow with the inputs given before.
+#[test]
+fn acp_a_pending_question_is_answered_after_a_restart() {
+    let sb = acp_sandbox();
+    sb.write("wf/tagged.yaml", TAGGED).unwrap();
+    let mut a = Acp::start(&sb);
+    let sid = a.new_session(&sb);
+    let (asked, r) = a.prompt(&sid, "/tagged who=me");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(
+        said(&asked).contains("needs input `tag`. Send it as your next message."),
+        "{}",
+        said(&asked)
+    );
+    a.raw.close();
+
+    let mut b = Acp::start(&sb);
+    let (replay, r) = load(&mut b, &sb, &sid);
+    assert!(r["result"].is_object(), "{r}");
+    assert!(said(&replay).contains("needs input `tag`"), "{}", said(&replay));
+    let (answered, r) = b.prompt(&sid, "v3");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let text = said(&answered);
+    assert!(!text.contains("Invalid prompt"), "{text}");
+    assert!(text.contains("tagged v3 by me"), "{text}");
+    // Answered: the next free text is refused again (the question is no longer pending).
+    let (again, _) = b.prompt(&sid, "v4");
+    assert!(said(&again).contains("Invalid prompt"), "{}", said(&again));
+    b.raw.close();
+}

@@ -141,6 +141,8 @@ struct Parked {
     request_id: String,
     /// The input asked for has a secret name: the answer (the next message) is a secret.
     secret: bool,
+    /// The missing input asked for (`None`: a conversation turn).
+    input: Option<String>,
     sub: Box<dyn Subscription>,
     projector: Projector,
 }
@@ -181,6 +183,12 @@ struct Session {
     runs: Mutex<Vec<RunRecord>>,
     /// Key of the record of the turn in flight (its notes go there).
     current: Mutex<Option<String>>,
+    /// The inputs of the run in flight as far as they can be saved (`None` when one is
+    /// secret-named): a missing input it asks for is saved with them.
+    given: Mutex<Option<(String, Vec<(String, String)>)>>,
+    /// A missing input asked for and waiting for the next message, kept in the session file:
+    /// after a restart (the run that asked is gone) the answer starts the workflow again.
+    pending: Mutex<Option<crate::sessions::SavedPending>>,
     title: Mutex<Option<String>>,
     updated_at: Mutex<Option<String>>,
     /// The editor's file channel, when the client offers both fs methods (fs delegation).
@@ -926,6 +934,8 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         always: Mutex::new(HashMap::new()),
         runs: Mutex::new(Vec::new()),
         current: Mutex::new(None),
+        given: Mutex::new(None),
+        pending: Mutex::new(None),
         title: Mutex::new(None),
         updated_at: Mutex::new(None),
         fs: Mutex::new(fs),
@@ -1028,6 +1038,10 @@ async fn cancel_session(shared: &Arc<Shared>, s: &Arc<Session>) {
 async fn cancel_notification(shared: &Arc<Shared>, params: &Value) -> Result<(), RpcErr> {
     let s = find_session(shared, params)?;
     cancel_session(shared, &s).await;
+    // The question the cancelled run asked is no longer waited for.
+    if lock(&s.pending).take().is_some() {
+        persist(shared, &s);
+    }
     Ok(())
 }
 
@@ -1288,6 +1302,7 @@ fn persist(shared: &Shared, s: &Session) {
         title,
         updated_at,
         closed: s.closed.load(Ordering::SeqCst),
+        pending: lock(&s.pending).clone(),
         runs: runs
             .iter()
             .map(|r| crate::sessions::SavedRun {
@@ -1343,6 +1358,8 @@ fn session_of(shared: &Shared, mut saved: crate::sessions::SavedSession) -> Arc<
         always: Mutex::new(HashMap::new()),
         runs: Mutex::new(saved.runs.into_iter().map(record_of).collect()),
         current: Mutex::new(None),
+        given: Mutex::new(None),
+        pending: Mutex::new(saved.pending),
         title: Mutex::new(saved.title),
         updated_at: Mutex::new(saved.updated_at),
         fs: Mutex::new(None),
@@ -1372,6 +1389,12 @@ fn refresh(shared: &Shared, s: &Session, saved: crate::sessions::SavedSession) {
     drop(runs);
     if let Some(t) = saved.title {
         lock(&s.title).get_or_insert(t);
+    }
+    // A question another process asked (and waits for) is this session's now, unless a run
+    // of this process waits for an answer itself.
+    let parked_here = s.parked.try_lock().map_or(true, |p| p.is_some());
+    if !parked_here && let Some(p) = saved.pending {
+        lock(&s.pending).get_or_insert(p);
     }
     let mut u = lock(&s.updated_at);
     if saved.updated_at > *u {
@@ -1674,12 +1697,29 @@ async fn prompt_turn(
 ) -> Result<&'static str, RpcErr> {
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
+    // A question saved with the session (asked before a restart) too.
+    let pending = lock(&s.pending).take();
     // Secrets in the text are known before it is recorded: the record (the session file,
     // `session/list`'s title, `session/load`'s replay) holds them masked.
-    add_prompt_secrets(shared, &text, parked.as_ref().is_some_and(|p| p.secret));
+    let answers_secret = parked.as_ref().map_or_else(
+        || pending.as_ref().is_some_and(|p| p.secret),
+        |p| p.secret,
+    );
+    add_prompt_secrets(shared, &text, answers_secret);
     record_prompt(shared, s, &text);
     if let Some(p) = parked {
         let answer = text.free_text();
+        // The answer joins the run's saved inputs (a question after it is saved with it).
+        {
+            let mut given = lock(&s.given);
+            match (&p.input, given.as_mut()) {
+                (Some(name), Some((_, inputs))) if !p.secret => {
+                    inputs.push((name.clone(), answer.clone()));
+                }
+                (Some(_), _) => *given = None,
+                (None, _) => {}
+            }
+        }
         if let Err(e) = shared
             .cfg
             .service
@@ -1700,6 +1740,18 @@ async fn prompt_turn(
                         "Answer not taken: {why}. Send the value of `{input}` as your next message."
                     ),
                 );
+                if let Some(name) = &p.input
+                    && let Some((wf, mut inputs)) = lock(&s.given).clone()
+                {
+                    inputs.retain(|(k, _)| k != name);
+                    *lock(&s.given) = Some((wf.clone(), inputs.clone()));
+                    *lock(&s.pending) = Some(crate::sessions::SavedPending {
+                        workflow: wf,
+                        input: name.clone(),
+                        secret: p.secret,
+                        inputs,
+                    });
+                }
                 *s.parked.lock().await = Some(p);
                 return Ok("end_turn");
             }
@@ -1707,8 +1759,14 @@ async fn prompt_turn(
         }
         return Ok(follow(shared, s, p.run_id, p.workflow, p.sub, p.projector, cancel).await);
     }
-    let from_command = text.text.trim_start().starts_with('/');
-    let (workflow, inputs) = if from_command {
+    let from_command = pending.is_some() || text.text.trim_start().starts_with('/');
+    let (workflow, inputs) = if let Some(p) = pending {
+        // The run that asked is gone (a restart): the workflow starts again with the inputs
+        // it was given and the answer.
+        let mut inputs = p.inputs;
+        inputs.push((p.input, text.free_text()));
+        (p.workflow, inputs)
+    } else if from_command {
         match text.command() {
             // Its secret-named inputs are in the masker already (`add_prompt_secrets`).
             Ok(c) => (c.workflow, c.inputs),
@@ -1745,6 +1803,14 @@ async fn prompt_turn(
         message(shared, s, &format!("Invalid prompt: {why}"));
         return Ok("end_turn");
     }
+    *lock(&s.given) = if inputs
+        .iter()
+        .any(|(k, _)| awf_domain::mask::is_secret_name(k))
+    {
+        None
+    } else {
+        Some((workflow.clone(), inputs.clone()))
+    };
     let request = RunRequest {
         identifier: workflow.clone(),
         inputs,
@@ -1863,6 +1929,9 @@ fn refusal(shared: &Shared, s: &Session, text: &PromptText) -> Option<String> {
     match s.parked.try_lock() {
         Ok(p) if p.is_none() => {}
         _ => return None,
+    }
+    if lock(&s.pending).is_some() {
+        return None;
     }
     if text.text.trim_start().starts_with('/') {
         text.command()
@@ -1984,6 +2053,24 @@ async fn follow(
                 }
                 Asked::Park(question) => {
                     message(shared, s, &question);
+                    // Kept with the session: a restart before the answer still takes it.
+                    *lock(&s.pending) = match (&request.kind, lock(&s.given).clone()) {
+                        (RequestKind::MissingInput { input, .. }, Some((wf, inputs)))
+                            if envelope.parent_run_id.is_none() && wf == workflow =>
+                        {
+                            Some(crate::sessions::SavedPending {
+                                workflow: wf,
+                                input: input.name.clone(),
+                                secret: awf_domain::mask::is_secret_name(&input.name),
+                                // A value refused before is asked again, not given.
+                                inputs: inputs
+                                    .into_iter()
+                                    .filter(|(k, _)| *k != input.name)
+                                    .collect(),
+                            })
+                        }
+                        _ => None,
+                    };
                     *s.parked.lock().await = Some(Parked {
                         run_id,
                         workflow,
@@ -1993,6 +2080,10 @@ async fn follow(
                             RequestKind::MissingInput { input, .. }
                                 if awf_domain::mask::is_secret_name(&input.name)
                         ),
+                        input: match &request.kind {
+                            RequestKind::MissingInput { input, .. } => Some(input.name.clone()),
+                            _ => None,
+                        },
                         sub,
                         projector,
                     });

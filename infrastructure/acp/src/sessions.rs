@@ -8,14 +8,18 @@
 //! Shape: `{"schema_version": 1, "id", "cwd", "mode": "ask"|"auto", "title"?, "updated_at"?,
 //! "closed", "runs": [{"key", "prompt", "run_id"?, "workflow"?, "seen", "notes"}]}`, where `seen`
 //! is the last log position of the run the session delivered and `key` names the turn (a file
-//! written before keys existed gets `legacy-<index>`).
+//! written before keys existed gets `legacy-<index>`); `"pending"?: {"workflow", "input",
+//! "secret", "inputs": [[name, value]…]}` is a missing input the session asked for and waits
+//! for as the next message (the run that asked does not outlive its process: after a restart
+//! the answer starts the workflow again with the inputs given before and the answer).
 //!
 //! Several `awf acp-serve` processes may hold one session (an editor restarted, two editors on
 //! one project): each save takes an exclusive lock on `<dir>/.<id>.lock`, reads the file again
 //! and merges it with what the process holds (turns matched by `key`; a turn only one side has
 //! is kept, the file's order first), so no process's turn is lost. Not kept: the editor's MCP
-//! servers (each `session/load` sends them again), the `allow_always` choices, and a run
-//! parked on a question (after a restart the next prompt starts afresh).
+//! servers (each `session/load` sends them again), the `allow_always` choices, a question
+//! whose run was given a secret-named input (its value is never written) and a conversation
+//! turn's question (after a restart the next prompt starts afresh).
 //!
 //! Source: shared/spec/acp.md §3 (session/load, session/list).
 
@@ -71,6 +75,24 @@ pub(crate) struct SavedSession {
     pub(crate) closed: bool,
     #[serde(default)]
     pub(crate) runs: Vec<SavedRun>,
+    /// A missing input asked for, waiting for the next message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pending: Option<SavedPending>,
+}
+
+/// A missing input a session asked for: the next message is its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SavedPending {
+    /// The workflow whose run asked.
+    pub(crate) workflow: String,
+    /// The input asked for.
+    pub(crate) input: String,
+    /// The input has a secret name (the answer is masked like one).
+    #[serde(default)]
+    pub(crate) secret: bool,
+    /// The inputs the run was given (none secret-named).
+    #[serde(default)]
+    pub(crate) inputs: Vec<(String, String)>,
 }
 
 /// Whether `id` can name a file of `dir` (the ids this server makes: `sess_<hex>`).
@@ -253,6 +275,7 @@ mod tests {
             title: Some("/hello".into()),
             updated_at: None,
             closed: false,
+            pending: None,
             runs: vec![SavedRun {
                 key: "k1".into(),
                 prompt: "/hello".into(),
