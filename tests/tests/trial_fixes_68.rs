@@ -151,3 +151,63 @@ fn acp_a_pending_question_is_answered_after_a_restart() {
     assert!(said(&again).contains("Invalid prompt"), "{}", said(&again));
     b.raw.close();
 }
+
+// ---- 3. workflow names with `_` or upper-case letters ----------------------------------------
+
+/// User: README says every workflow `awf list` finds is a slash command, but
+/// `code_review.yaml` and `Greet.yaml` were not offered and `/code_review name=x` answered
+/// "invalid workflow name". Every listed name that can be typed is offered and runs now; a
+/// name that cannot (`my.flow v2`) is left out with the precise reason; a name outside
+/// AWF's rule that no workflow has is refused, never looked up as a path.
+#[test]
+fn acp_workflows_named_with_underscores_or_capitals_are_slash_commands() {
+    let sb = acp_sandbox();
+    sb.write("wf/code_review.yaml", &HELLO.replace("name: hello\n", "name: code_review\n"))
+        .unwrap();
+    sb.write("wf/Greet.yaml", &HELLO.replace("name: hello\n", "name: Greet\n"))
+        .unwrap();
+    sb.write("wf/my.flow v2.yaml", &HELLO.replace("name: hello\n", "name: flow\n"))
+        .unwrap();
+    let mut acp = Acp::start(&sb);
+    let cwd = sb.path().display().to_string();
+    let (_, r) = acp.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let sid = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    let (frames, _) = acp.call("session/list", json!({}));
+    let commands: Vec<String> = frames
+        .iter()
+        .chain(std::iter::once(&r))
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "available_commands_update")
+        .flat_map(|f| {
+            f["params"]["update"]["availableCommands"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(commands, ["Greet", "code_review", "hello"]);
+    let (out, r) = acp.prompt(&sid, "/code_review name=x");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(said(&out).contains("hello x"), "{}", said(&out));
+    let (out, _) = acp.prompt(&sid, "/Greet name=G");
+    assert!(said(&out).contains("hello G"), "{}", said(&out));
+    let (out, _) = acp.prompt(&sid, "/Nope_x");
+    assert_eq!(
+        said(&out),
+        "Invalid prompt: no workflow named \"Nope_x\" (the available commands: /Greet, /code_review, /hello)"
+    );
+    let (out, _) = acp.prompt(&sid, "/../hello");
+    assert!(
+        said(&out).contains("invalid workflow name \"../hello\": '.' and '..' name directories"),
+        "{}",
+        said(&out)
+    );
+    let (_, _, stderr) = acp.raw.close();
+    assert!(
+        stderr.contains(
+            "workflow not offered: its name cannot be typed as a slash command: it holds whitespace (a prompt splits words there)"
+        ),
+        "{stderr}"
+    );
+}

@@ -812,8 +812,8 @@ fn available_commands(shared: &Shared) -> Value {
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for e in entries {
                 let name = e.name.replacen('/', ":", 1);
-                if prompt::parse_command(&format!("/{name}")).is_err() {
-                    tracing::warn!(target: "awf::acp", workflow = %e.name, "workflow not offered: its name cannot be typed as a slash command");
+                if let Some(why) = prompt::untypable(&e.name) {
+                    tracing::warn!(target: "awf::acp", workflow = %e.name, "workflow not offered: its name cannot be typed as a slash command: {why}");
                     continue;
                 }
                 let why = shared
@@ -1781,6 +1781,19 @@ async fn prompt_turn(
         message(shared, s, &not_a_command(shared));
         return Ok("end_turn");
     };
+    // A name outside AWF (Go)'s rule is taken only as one of the listed workflows' (never
+    // as a path: `my.flow` is not a file name).
+    if from_command && !prompt::awf_name(&workflow) && !listed(shared, &workflow) {
+        message(
+            shared,
+            s,
+            &format!(
+                "Invalid prompt: no workflow named \"{workflow}\" ({})",
+                command_list(shared)
+            ),
+        );
+        return Ok("end_turn");
+    }
     let loaded = shared.cfg.repository.load(&workflow, None);
     // A workflow that is found but broken (it does not load, or does not validate) is said
     // as every list of workflows says it; one that is not found is the run's refusal below.
@@ -1914,13 +1927,29 @@ fn record_prompt(shared: &Shared, s: &Session, text: &PromptText) {
 
 /// The answer to free text when there is no default workflow: the commands that can be typed.
 fn not_a_command(shared: &Shared) -> String {
+    format!(
+        "Invalid prompt: prompt must begin with a /<workflow> slash command ({})",
+        command_list(shared)
+    )
+}
+
+/// `the available commands: /a, /b` (or that there is none).
+fn command_list(shared: &Shared) -> String {
     let names = command_names(shared);
-    let list = if names.is_empty() {
+    if names.is_empty() {
         String::from("no workflow is available in this project")
     } else {
         format!("the available commands: {}", names.join(", "))
-    };
-    format!("Invalid prompt: prompt must begin with a /<workflow> slash command ({list})")
+    }
+}
+
+/// Whether `name` is the name of a workflow the repository lists.
+fn listed(shared: &Shared, name: &str) -> bool {
+    shared
+        .cfg
+        .repository
+        .list()
+        .is_ok_and(|l| l.iter().any(|e| e.name == name))
 }
 
 /// Why a prompt's text is refused before any run, when no parked run would take it as an
@@ -1934,9 +1963,17 @@ fn refusal(shared: &Shared, s: &Session, text: &PromptText) -> Option<String> {
         return None;
     }
     if text.text.trim_start().starts_with('/') {
-        text.command()
-            .err()
-            .map(|why| format!("Invalid prompt: {why}"))
+        match text.command() {
+            Err(why) => Some(format!("Invalid prompt: {why}")),
+            Ok(c) if !prompt::awf_name(&c.workflow) && !listed(shared, &c.workflow) => Some(
+                format!(
+                    "Invalid prompt: no workflow named \"{}\" ({})",
+                    c.workflow,
+                    command_list(shared)
+                ),
+            ),
+            Ok(_) => None,
+        }
     } else if shared.cfg.default_workflow.is_none() {
         Some(not_a_command(shared))
     } else {

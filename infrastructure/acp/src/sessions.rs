@@ -114,14 +114,17 @@ fn legacy_keys(s: &mut SavedSession) {
     }
 }
 
-/// Merges `mine` (a process's turns) into `disk` (the file's): a turn both have keeps the
-/// furthest log position, the longer list of notes and any run; a turn only one has is kept,
+/// Merges `mine` (a process's turns) into `disk` (the file's): a turn both have keeps this
+/// process's prompt (masked), the furthest log position, the longer list of notes and any run; a turn only one has is kept,
 /// the file's order first, then this process's new turns in its order.
 pub(crate) fn merge_runs(disk: &[SavedRun], mine: &[SavedRun]) -> Vec<SavedRun> {
     let mut out = disk.to_vec();
     for m in mine {
         match out.iter_mut().find(|d| d.key == m.key) {
             Some(d) => {
+                // This process's copy: masked with every secret it knows (an older file
+                // may hold one in plain text).
+                d.prompt.clone_from(&m.prompt);
                 d.seen = d.seen.max(m.seen);
                 if m.notes.len() >= d.notes.len() {
                     d.notes.clone_from(&m.notes);
