@@ -211,3 +211,50 @@ fn acp_workflows_named_with_underscores_or_capitals_are_slash_commands() {
         "{stderr}"
     );
 }
+
+// ---- 4. the default workflow -----------------------------------------------------------------
+
+/// User: with `--workflow hello` (no `prompt` input) free text ran hello with its defaults
+/// and the text was dropped. It is an error turn now, as `/hello x=1` is, and nothing runs.
+#[test]
+fn acp_free_text_to_a_default_workflow_without_a_prompt_input_is_refused() {
+    let sb = acp_sandbox();
+    let mut acp = Acp::start_with(&sb, &["--workflow", "hello"]);
+    let sid = acp.new_session(&sb);
+    let (out, r) = acp.prompt(&sid, "it's a $(id) test");
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(
+        said(&out),
+        "Invalid prompt: workflow \"hello\" has no input `prompt` (its inputs: name); free text \
+         is the `prompt` input of the default workflow: declare one in \"hello\", or type a slash command"
+    );
+    assert!(
+        !out.iter().any(|f| f["params"]["update"]["sessionUpdate"] == "tool_call"),
+        "nothing runs: {out:?}"
+    );
+    acp.raw.close();
+}
+
+/// User: `--workflow nosuch` started (exit 0) and every free-text prompt then failed with
+/// USER.FACADE.WORKFLOW_NOT_FOUND. It is refused at start now: exit 1,
+/// `USER.ACP.INVALID_CONFIG`, with the workflows there are.
+#[test]
+fn acp_serve_refuses_an_unknown_default_workflow_at_start() {
+    let sb = acp_sandbox();
+    let r = sb.run(&["acp-serve", "--workflow", "helo"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(r.stderr.contains("USER.ACP.INVALID_CONFIG"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--workflow \"helo\": no such workflow (free-text prompts run the default workflow)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("did you mean 'hello'? `awf list` shows the workflows: hello"),
+        "{}",
+        r.stderr
+    );
+}

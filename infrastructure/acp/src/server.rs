@@ -1809,11 +1809,19 @@ async fn prompt_turn(
         );
         return Ok("end_turn");
     }
+    // Free text goes to the default workflow's `prompt` input: one without it is told so
+    // (the text is never dropped silently).
     if let Ok(l) = &loaded
-        && from_command
         && let Some(why) = unknown_input(&workflow, &l.workflow, &inputs)
     {
-        message(shared, s, &format!("Invalid prompt: {why}"));
+        let tail = if from_command {
+            String::new()
+        } else {
+            format!(
+                "; free text is the `prompt` input of the default workflow: declare one in \"{workflow}\", or type a slash command"
+            )
+        };
+        message(shared, s, &format!("Invalid prompt: {why}{tail}"));
         return Ok("end_turn");
     }
     *lock(&s.given) = if inputs
@@ -1834,10 +1842,9 @@ async fn prompt_turn(
         auto_approve: false,
         mcp_servers: lock(&s.mcp_servers).clone(),
         fs_delegate: lock(&s.fs).as_ref().map(|b| b.socket().to_path_buf()),
-        // `/name k=v` names its inputs (checked above too); the default workflow only ever
-        // gets `prompt`, which it may leave undeclared (then nothing reads it: a template
-        // that names it is refused by the workflow's checks, and no step's env gets it).
-        refuse_undeclared_inputs: from_command,
+        // `/name k=v` names its inputs, and free text the default workflow's `prompt`
+        // (both checked above too).
+        refuse_undeclared_inputs: true,
         ..RunRequest::default()
     };
     let run_id = match shared.cfg.service.start(request).await {
