@@ -1039,7 +1039,8 @@ async fn cancel_notification(shared: &Arc<Shared>, params: &Value) -> Result<(),
     let s = find_session(shared, params)?;
     cancel_session(shared, &s).await;
     // The question the cancelled run asked is no longer waited for.
-    if lock(&s.pending).take().is_some() {
+    let dropped = lock(&s.pending).take().is_some();
+    if dropped {
         persist(shared, &s);
     }
     Ok(())
@@ -1740,8 +1741,9 @@ async fn prompt_turn(
                         "Answer not taken: {why}. Send the value of `{input}` as your next message."
                     ),
                 );
+                let given = lock(&s.given).clone();
                 if let Some(name) = &p.input
-                    && let Some((wf, mut inputs)) = lock(&s.given).clone()
+                    && let Some((wf, mut inputs)) = given
                 {
                     inputs.retain(|(k, _)| k != name);
                     *lock(&s.given) = Some((wf.clone(), inputs.clone()));
