@@ -258,3 +258,35 @@ fn acp_serve_refuses_an_unknown_default_workflow_at_start() {
         r.stderr
     );
 }
+
+// ---- 5. MCP workflow tools: arguments against the published schema ----------------------------
+
+const FLAGS: &str = "name: flagged\ninputs:\n  - name: flags\n    type: array\n  - name: count\n    type: integer\n    default: 1\nstates:\n  initial: s\n  s:\n    type: step\n    command: echo {{.inputs.count}}\n    on_success: done\n  done:\n    type: terminal\n";
+
+/// User: `flags: "notarray"` for `{"type":"array","items":{"type":"string"}}` succeeded with
+/// flags=[notarray], and `count: "3"` for `{"type":"integer"}` succeeded. Both break the
+/// tool's `inputSchema` and are refused now, as a range violation is, and nothing runs.
+#[test]
+fn mcp_workflow_tool_arguments_that_break_the_schema_are_refused() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("wf/flagged.yaml", FLAGS).unwrap();
+    let mut raw = awf_tests::mcp::RawServer::spawn(sb.cmd(&["mcp-serve", "--workflows", "wf"]));
+    raw.initialize("2025-06-18");
+    let out = raw.call(1, "flagged", &json!({"flags": "notarray", "count": "3"}));
+    let r = &out["result"];
+    assert_eq!(r["isError"], true, "{out}");
+    assert_eq!(
+        r["content"][0]["text"],
+        "[USER.INPUT.VALIDATION_FAILED] input validation failed: inputs.flags: expected an \
+         array of strings, not the string \"notarray\"; inputs.count: expected an integer, not \
+         the string \"3\"\nHint: the `flagged` tool's inputSchema (tools/list) lists each input \
+         of workflow flagged with its type and rules"
+    );
+    let out = raw.call(2, "flagged", &json!({"flags": ["a"], "count": 3}));
+    assert_eq!(out["result"]["isError"], false, "{out}");
+    raw.close();
+    // Nothing ran for the refused call: one run is recorded.
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    let runs: Value = serde_json::from_str(&h.stdout).unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+}
