@@ -2359,13 +2359,18 @@ async fn ask(
                         .get("optionId")
                         .and_then(Value::as_str)
                         .unwrap_or("");
+                    // What the card says: the name of the option the user chose (awf's own
+                    // always-options answer the gate with one of its options).
+                    let mut chosen_name: Option<String> = None;
                     let pick = match chosen {
                         "awf:allow_always" => {
                             lock(&s.always).insert(key, true);
+                            chosen_name = Some(format!("Always approve '{step}'"));
                             allow
                         }
                         "awf:reject_always" => {
                             lock(&s.always).insert(key, false);
+                            chosen_name = Some(format!("Always reject '{step}'"));
                             reject
                         }
                         id => match options.iter().find(|o| o.id == id) {
@@ -2392,7 +2397,7 @@ async fn ask(
                     match pick {
                         Some(o) => {
                             respond(Answer::Option(o.id.clone()));
-                            done(o.kind.allows(), &o.name);
+                            done(o.kind.allows(), chosen_name.as_deref().unwrap_or(&o.name));
                         }
                         None => respond(Answer::Unattended("no option to answer with".into())),
                     }
