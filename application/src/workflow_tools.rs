@@ -286,10 +286,7 @@ fn schema_mismatches(inputs: &[InputDef], args: &Map<String, Value>) -> Option<S
         .filter_map(|d| {
             let v = args.get(&d.name).filter(|v| !v.is_null())?;
             let (fits, expected) = match json_type(&d.ty) {
-                "integer" => (
-                    v.as_f64().is_some_and(|f| f.fract() == 0.0),
-                    "an integer",
-                ),
+                "integer" => (v.as_f64().is_some_and(|f| f.fract() == 0.0), "an integer"),
                 "number" => (v.is_number(), "a number"),
                 "boolean" => (v.is_boolean(), "a boolean"),
                 "array" => (
@@ -317,7 +314,10 @@ fn schema_mismatches(inputs: &[InputDef], args: &Map<String, Value>) -> Option<S
                     _ => json_kind(v).to_owned(),
                 },
             };
-            Some(format!("inputs.{}: expected {expected}, not {what}", d.name))
+            Some(format!(
+                "inputs.{}: expected {expected}, not {what}",
+                d.name
+            ))
         })
         .collect();
     (!bad.is_empty()).then(|| bad.join("; "))

@@ -859,19 +859,30 @@ async fn arguments_that_break_the_published_schema_are_refused() {
         )
         .await
         .unwrap();
-    assert!(out.text.contains(
-        "inputs.who: expected a string, not an integer (7); inputs.times: expected an integer, \
+    assert!(
+        out.text.contains(
+            "inputs.who: expected a string, not an integer (7); inputs.times: expected an integer, \
          not a number (2.5); inputs.tags: expected an array of strings, not an array holding a \
          non-string"
-    ), "{}", out.text);
+        ),
+        "{}",
+        out.text
+    );
     assert!(service.starts.lock().unwrap().is_empty(), "nothing ran");
     // Fitting values (an integer written 3.0 too) run.
     let out = t
         .call(
-            call("greet", json!({"who": "Ada", "tags": ["a"], "times": 3.0, "loud": true})),
+            call(
+                "greet",
+                json!({"who": "Ada", "tags": ["a"], "times": 3.0, "loud": true}),
+            ),
             CancellationToken::new(),
         )
         .await
         .unwrap();
-    assert!(!out.text.contains("input validation failed"), "{}", out.text);
+    assert!(
+        !out.text.contains("input validation failed"),
+        "{}",
+        out.text
+    );
 }

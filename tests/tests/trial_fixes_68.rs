@@ -140,7 +140,11 @@ fn acp_a_pending_question_is_answered_after_a_restart() {
     let mut b = Acp::start(&sb);
     let (replay, r) = load(&mut b, &sb, &sid);
     assert!(r["result"].is_object(), "{r}");
-    assert!(said(&replay).contains("needs input `tag`"), "{}", said(&replay));
+    assert!(
+        said(&replay).contains("needs input `tag`"),
+        "{}",
+        said(&replay)
+    );
     let (answered, r) = b.prompt(&sid, "v3");
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     let text = said(&answered);
@@ -162,12 +166,21 @@ fn acp_a_pending_question_is_answered_after_a_restart() {
 #[test]
 fn acp_workflows_named_with_underscores_or_capitals_are_slash_commands() {
     let sb = acp_sandbox();
-    sb.write("wf/code_review.yaml", &HELLO.replace("name: hello\n", "name: code_review\n"))
-        .unwrap();
-    sb.write("wf/Greet.yaml", &HELLO.replace("name: hello\n", "name: Greet\n"))
-        .unwrap();
-    sb.write("wf/my.flow v2.yaml", &HELLO.replace("name: hello\n", "name: flow\n"))
-        .unwrap();
+    sb.write(
+        "wf/code_review.yaml",
+        &HELLO.replace("name: hello\n", "name: code_review\n"),
+    )
+    .unwrap();
+    sb.write(
+        "wf/Greet.yaml",
+        &HELLO.replace("name: hello\n", "name: Greet\n"),
+    )
+    .unwrap();
+    sb.write(
+        "wf/my.flow v2.yaml",
+        &HELLO.replace("name: hello\n", "name: flow\n"),
+    )
+    .unwrap();
     let mut acp = Acp::start(&sb);
     let cwd = sb.path().display().to_string();
     let (_, r) = acp.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
@@ -229,7 +242,8 @@ fn acp_free_text_to_a_default_workflow_without_a_prompt_input_is_refused() {
          is the `prompt` input of the default workflow: declare one in \"hello\", or type a slash command"
     );
     assert!(
-        !out.iter().any(|f| f["params"]["update"]["sessionUpdate"] == "tool_call"),
+        !out.iter()
+            .any(|f| f["params"]["update"]["sessionUpdate"] == "tool_call"),
         "nothing runs: {out:?}"
     );
     acp.raw.close();
@@ -246,8 +260,9 @@ fn acp_serve_refuses_an_unknown_default_workflow_at_start() {
     assert!(r.stdout.is_empty(), "{}", r.stdout);
     assert!(r.stderr.contains("USER.ACP.INVALID_CONFIG"), "{}", r.stderr);
     assert!(
-        r.stderr
-            .contains("--workflow \"helo\": no such workflow (free-text prompts run the default workflow)"),
+        r.stderr.contains(
+            "--workflow \"helo\": no such workflow (free-text prompts run the default workflow)"
+        ),
         "{}",
         r.stderr
     );

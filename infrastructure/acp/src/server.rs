@@ -1702,10 +1702,9 @@ async fn prompt_turn(
     let pending = lock(&s.pending).take();
     // Secrets in the text are known before it is recorded: the record (the session file,
     // `session/list`'s title, `session/load`'s replay) holds them masked.
-    let answers_secret = parked.as_ref().map_or_else(
-        || pending.as_ref().is_some_and(|p| p.secret),
-        |p| p.secret,
-    );
+    let answers_secret = parked
+        .as_ref()
+        .map_or_else(|| pending.as_ref().is_some_and(|p| p.secret), |p| p.secret);
     add_prompt_secrets(shared, &text, answers_secret);
     record_prompt(shared, s, &text);
     if let Some(p) = parked {
@@ -1974,13 +1973,13 @@ fn refusal(shared: &Shared, s: &Session, text: &PromptText) -> Option<String> {
     if text.text.trim_start().starts_with('/') {
         match text.command() {
             Err(why) => Some(format!("Invalid prompt: {why}")),
-            Ok(c) if !prompt::awf_name(&c.workflow) && !listed(shared, &c.workflow) => Some(
-                format!(
+            Ok(c) if !prompt::awf_name(&c.workflow) && !listed(shared, &c.workflow) => {
+                Some(format!(
                     "Invalid prompt: no workflow named \"{}\" ({})",
                     c.workflow,
                     command_list(shared)
-                ),
-            ),
+                ))
+            }
             Ok(_) => None,
         }
     } else if shared.cfg.default_workflow.is_none() {

@@ -167,7 +167,10 @@ fn check_default_workflow(
     if names.is_empty() {
         hint.push_str("no workflow is found here (`awf list` shows none)");
     } else {
-        hint.push_str(&format!("`awf list` shows the workflows: {}", names.join(", ")));
+        hint.push_str(&format!(
+            "`awf list` shows the workflows: {}",
+            names.join(", ")
+        ));
     }
     Err(AwfError::new(
         ErrorCode::UserAcpInvalidConfig,
