@@ -164,6 +164,9 @@ struct RunRecord {
     notes: Vec<String>,
 }
 
+/// A run's workflow and the inputs it was given.
+type Given = (String, Vec<(String, String)>);
+
 struct Session {
     id: String,
     cwd: PathBuf,
@@ -185,7 +188,7 @@ struct Session {
     current: Mutex<Option<String>>,
     /// The inputs of the run in flight as far as they can be saved (`None` when one is
     /// secret-named): a missing input it asks for is saved with them.
-    given: Mutex<Option<(String, Vec<(String, String)>)>>,
+    given: Mutex<Option<Given>>,
     /// A missing input asked for and waiting for the next message, kept in the session file:
     /// after a restart (the run that asked is gone) the answer starts the workflow again.
     pending: Mutex<Option<crate::sessions::SavedPending>>,

@@ -180,8 +180,9 @@ pub(crate) fn save(dir: &Path, s: &SavedSession) -> std::io::Result<SavedSession
         .truncate(false)
         .mode(0o600)
         .open(dir.join(format!(".{}.lock", s.id)))?;
-    // Released when `lock` is dropped (or the process dies).
-    lock.lock()?;
+    // Released when `_held` is dropped (or the process dies).
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| std::io::Error::from(e))?;
     let mut merged = s.clone();
     let path = dir.join(format!("{}.json", s.id));
     if path.is_file()
