@@ -263,6 +263,66 @@ pub fn input_schema(inputs: &[InputDef]) -> Value {
     Value::Object(schema)
 }
 
+/// What a JSON value is, for a message: `a string`, `an integer`, ….
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The arguments whose JSON type breaks the `inputSchema` the tool publishes
+/// ([`input_schema`]: `"count": "3"` for an integer, `"flags": "x"` for an array of strings),
+/// each as `inputs.<name>: expected <type>, not <what it is>`, joined with `; `; `None` when
+/// every argument fits (a `null` one is not given).
+fn schema_mismatches(inputs: &[InputDef], args: &Map<String, Value>) -> Option<String> {
+    let bad: Vec<String> = inputs
+        .iter()
+        .filter_map(|d| {
+            let v = args.get(&d.name).filter(|v| !v.is_null())?;
+            let (fits, expected) = match json_type(&d.ty) {
+                "integer" => (v.as_f64().is_some_and(|f| f.fract() == 0.0), "an integer"),
+                "number" => (v.is_number(), "a number"),
+                "boolean" => (v.is_boolean(), "a boolean"),
+                "array" => (
+                    v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+                    "an array of strings",
+                ),
+                _ => (v.is_string(), "a string"),
+            };
+            if fits {
+                return None;
+            }
+            let what = match v.as_array() {
+                Some(a) if expected == "an array of strings" => a
+                    .iter()
+                    .find(|i| !i.is_string())
+                    .map_or("an array", |i| match i {
+                        Value::Object(_) => "an array holding an object",
+                        Value::Array(_) => "an array holding an array",
+                        _ => "an array holding a non-string",
+                    })
+                    .to_owned(),
+                _ => match v {
+                    Value::String(t) if t.chars().count() <= 40 => format!("the string {v}"),
+                    Value::Number(_) | Value::Bool(_) => format!("{} ({v})", json_kind(v)),
+                    _ => json_kind(v).to_owned(),
+                },
+            };
+            Some(format!(
+                "inputs.{}: expected {expected}, not {what}",
+                d.name
+            ))
+        })
+        .collect();
+    (!bad.is_empty()).then(|| bad.join("; "))
+}
+
 /// An argument value as the text of `--input name=value`.
 fn input_text(v: &Value) -> String {
     awf_domain::workflow::json_input_text(v)
@@ -607,6 +667,14 @@ impl WorkflowTools {
             return out;
         }
         if let Err(e) = awf_domain::validate::refuse_structured_text_inputs(inputs, args) {
+            return ToolOutput::error(error_text(&e));
+        }
+        if let Some(bad) = schema_mismatches(inputs, args) {
+            let e = AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("input validation failed: {bad}"),
+            )
+            .with_hint(self.inputs_help(identifier));
             return ToolOutput::error(error_text(&e));
         }
         let given: Vec<(String, String)> = args

@@ -825,3 +825,64 @@ async fn a_refused_inputs_hint_names_the_tool_called() {
     let hints = out.structured.as_ref().map(|v| v["error"]["hints"].clone());
     assert_eq!(hints, Some(json!([said])));
 }
+
+/// New user: `tags: "notarray"` for `{"type": "array", "items": {"type": "string"}}` ran with
+/// tags=[notarray], and `times: "3"` for `{"type": "integer"}` ran too. Arguments that break
+/// the published `inputSchema` are refused as a range violation is, and nothing runs.
+#[tokio::test]
+async fn arguments_that_break_the_published_schema_are_refused() {
+    let service = Arc::new(Service::default());
+    let t = tools(Arc::clone(&service), &Repo::default().with(greet()), false);
+    let out = t
+        .call(
+            call(
+                "greet",
+                json!({"who": "Ada", "tags": "notarray", "times": "3", "loud": "yes"}),
+            ),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(
+        out.text,
+        "[USER.INPUT.VALIDATION_FAILED] input validation failed: inputs.times: expected an \
+         integer, not the string \"3\"; inputs.tags: expected an array of strings, not the \
+         string \"notarray\"; inputs.loud: expected a boolean, not the string \"yes\"\nHint: \
+         the `greet` tool's inputSchema (tools/list) lists each input of workflow greet with \
+         its type and rules"
+    );
+    let out = t
+        .call(
+            call("greet", json!({"who": 7, "tags": ["a", 1], "times": 2.5})),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        out.text.contains(
+            "inputs.who: expected a string, not an integer (7); inputs.times: expected an integer, \
+         not a number (2.5); inputs.tags: expected an array of strings, not an array holding a \
+         non-string"
+        ),
+        "{}",
+        out.text
+    );
+    assert!(service.starts.lock().unwrap().is_empty(), "nothing ran");
+    // Fitting values (an integer written 3.0 too) run.
+    let out = t
+        .call(
+            call(
+                "greet",
+                json!({"who": "Ada", "tags": ["a"], "times": 3.0, "loud": true}),
+            ),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        !out.text.contains("input validation failed"),
+        "{}",
+        out.text
+    );
+}

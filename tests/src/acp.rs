@@ -18,8 +18,15 @@ pub struct Acp {
 impl Acp {
     /// Starts `awf acp-serve` in `sb` and sends `initialize`.
     pub fn start(sb: &Sandbox) -> Self {
+        Self::start_with(sb, &[])
+    }
+
+    /// Starts `awf acp-serve ARGS…` in `sb` and sends `initialize`.
+    pub fn start_with(sb: &Sandbox, args: &[&str]) -> Self {
+        let mut argv = vec!["acp-serve"];
+        argv.extend_from_slice(args);
         let mut a = Self {
-            raw: RawServer::spawn(sb.cmd(&["acp-serve"])),
+            raw: RawServer::spawn(sb.cmd(&argv)),
             next: 0,
         };
         a.call("initialize", json!({"protocolVersion": 1}));

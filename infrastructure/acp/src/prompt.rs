@@ -58,14 +58,54 @@ pub fn tokenize(text: &str) -> Result<Vec<String>, String> {
     Ok(tokens)
 }
 
-fn valid_component(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+/// Whether `name` follows AWF (Go)'s rule for a command's workflow name: at most one `/`,
+/// each part `^[a-z][a-z0-9-]*$`. Such a name reaches the run as typed (an unknown one is
+/// the run's "workflow not found"); any other name is taken only when it is one of the
+/// listed workflows'.
+pub fn awf_name(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('/').collect();
+    parts.len() <= 2
+        && parts.iter().all(|p| {
+            let mut chars = p.chars();
+            matches!(chars.next(), Some('a'..='z'))
+                && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+        })
 }
 
-/// Parses a slash command: token 0 `/name` (`^[a-z][a-z0-9-]*$`, at most two `/`-separated
-/// components; the first `:` is read as `/`), then `--input k=v`, `--input=k=v` or `k=v`
+/// Why the workflow name `name` (`pack/wf` for a pack's) cannot be typed as a slash command,
+/// or `None` when it can: each of its at most two `/`-separated parts must be non-empty,
+/// neither `.` nor `..`, and free of whitespace (the prompt splits words there), quotes (the
+/// prompt drops them), control characters, `\` and `:` (typed for the pack separator).
+pub fn untypable(name: &str) -> Option<String> {
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts.len() > 2 {
+        return Some("it has more than one '/' (only pack/workflow has one)".into());
+    }
+    for p in parts {
+        let why = if p.is_empty() {
+            "a part of it is empty"
+        } else if p == "." || p == ".." {
+            "'.' and '..' name directories"
+        } else if p.chars().any(char::is_whitespace) {
+            "it holds whitespace (a prompt splits words there)"
+        } else if p.chars().any(|c| c == '\'' || c == '"') {
+            "it holds a quote (a prompt drops quotes)"
+        } else if p.chars().any(char::is_control) {
+            "it holds a control character"
+        } else if p.contains('\\') {
+            "it holds a backslash"
+        } else if p.contains(':') {
+            "it holds ':' (typed for the pack separator)"
+        } else {
+            continue;
+        };
+        return Some(why.into());
+    }
+    None
+}
+
+/// Parses a slash command: token 0 `/name` (a name [`untypable`] finds nothing wrong with,
+/// at most two `/`-separated components; the first `:` is read as `/`), then `--input k=v`, `--input=k=v` or `k=v`
 /// pairs; other `--flags` and free words are ignored.
 ///
 /// # Errors
@@ -84,11 +124,8 @@ pub fn parse_command(text: &str) -> Result<Command, String> {
         return Err("empty slash command".into());
     }
     let name = name.replacen(':', "/", 1);
-    let parts: Vec<&str> = name.split('/').collect();
-    if parts.len() > 2 || !parts.iter().all(|p| valid_component(p)) {
-        return Err(format!(
-            "invalid workflow name {name:?}: use lower-case letters, digits and '-', starting with a letter"
-        ));
+    if let Some(why) = untypable(&name) {
+        return Err(format!("invalid workflow name {name:?}: {why}"));
     }
     let mut pairs = Vec::new();
     let mut rest = tokens[1..].iter();
@@ -194,14 +231,26 @@ mod tests {
     fn bad_commands_say_why() {
         assert!(parse_command("hello").unwrap_err().contains("must begin"));
         assert!(parse_command("/").unwrap_err().contains("empty slash"));
-        assert!(
-            parse_command("/Upper")
-                .unwrap_err()
-                .contains("invalid workflow name")
+        assert_eq!(parse_command("/Upper").unwrap().workflow, "Upper");
+        assert_eq!(parse_command("/a_b").unwrap().workflow, "a_b");
+        assert_eq!(parse_command("/my.flow").unwrap().workflow, "my.flow");
+        assert_eq!(
+            parse_command("/../etc").unwrap_err(),
+            "invalid workflow name \"../etc\": '.' and '..' name directories"
         );
-        assert!(parse_command("/a_b").is_err());
-        assert!(parse_command("/../etc").is_err());
-        assert!(parse_command("/a/b/c").is_err());
+        assert!(
+            parse_command("/a/b/c")
+                .unwrap_err()
+                .contains("more than one '/'")
+        );
+        assert!(parse_command("/a\\b").unwrap_err().contains("backslash"));
+        assert!(parse_command("/p:a:b").unwrap_err().contains("':'"));
+        assert_eq!(
+            untypable("my.flow v2").as_deref(),
+            Some("it holds whitespace (a prompt splits words there)")
+        );
+        assert!(awf_name("code-review") && awf_name("pack/wf"));
+        assert!(!awf_name("code_review") && !awf_name("Greet"));
         assert!(
             parse_command("/wf --input foo")
                 .unwrap_err()

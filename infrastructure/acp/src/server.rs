@@ -141,6 +141,8 @@ struct Parked {
     request_id: String,
     /// The input asked for has a secret name: the answer (the next message) is a secret.
     secret: bool,
+    /// The missing input asked for (`None`: a conversation turn).
+    input: Option<String>,
     sub: Box<dyn Subscription>,
     projector: Projector,
 }
@@ -149,6 +151,8 @@ struct Parked {
 /// started up to what the session saw, the messages awf wrote itself).
 #[derive(Clone)]
 struct RunRecord {
+    /// Names the turn in the session file, across processes.
+    key: String,
     prompt: String,
     /// The run it started, when it started one.
     run_id: Option<RunId>,
@@ -159,6 +163,9 @@ struct RunRecord {
     /// Messages of the turn that are not run events ("Invalid prompt: …", outcomes).
     notes: Vec<String>,
 }
+
+/// A run's workflow and the inputs it was given.
+type Given = (String, Vec<(String, String)>);
 
 struct Session {
     id: String,
@@ -177,6 +184,14 @@ struct Session {
     /// `workflow\0gate-step` pairs the user chose `allow_always` / `reject_always` for.
     always: Mutex<HashMap<String, bool>>,
     runs: Mutex<Vec<RunRecord>>,
+    /// Key of the record of the turn in flight (its notes go there).
+    current: Mutex<Option<String>>,
+    /// The inputs of the run in flight as far as they can be saved (`None` when one is
+    /// secret-named): a missing input it asks for is saved with them.
+    given: Mutex<Option<Given>>,
+    /// A missing input asked for and waiting for the next message, kept in the session file:
+    /// after a restart (the run that asked is gone) the answer starts the workflow again.
+    pending: Mutex<Option<crate::sessions::SavedPending>>,
     title: Mutex<Option<String>>,
     updated_at: Mutex<Option<String>>,
     /// The editor's file channel, when the client offers both fs methods (fs delegation).
@@ -800,8 +815,8 @@ fn available_commands(shared: &Shared) -> Value {
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for e in entries {
                 let name = e.name.replacen('/', ":", 1);
-                if prompt::parse_command(&format!("/{name}")).is_err() {
-                    tracing::warn!(target: "awf::acp", workflow = %e.name, "workflow not offered: its name cannot be typed as a slash command");
+                if let Some(why) = prompt::untypable(&e.name) {
+                    tracing::warn!(target: "awf::acp", workflow = %e.name, "workflow not offered: its name cannot be typed as a slash command: {why}");
                     continue;
                 }
                 let why = shared
@@ -921,6 +936,9 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         parked: tokio::sync::Mutex::new(None),
         always: Mutex::new(HashMap::new()),
         runs: Mutex::new(Vec::new()),
+        current: Mutex::new(None),
+        given: Mutex::new(None),
+        pending: Mutex::new(None),
         title: Mutex::new(None),
         updated_at: Mutex::new(None),
         fs: Mutex::new(fs),
@@ -965,18 +983,39 @@ fn set_mode(shared: &Arc<Shared>, params: &Value) -> Reply {
 fn list_sessions(shared: &Arc<Shared>, params: &Value) -> Reply {
     let filter = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
     // Closed sessions are kept for `session/load` but not listed (acp.md: close frees them).
-    let mut all: Vec<Arc<Session>> = lock(&shared.sessions).values().cloned().collect();
-    all.sort_by(|a, b| a.id.cmp(&b.id));
-    let sessions: Vec<Value> = all
-        .iter()
-        .filter(|s| filter.as_ref().is_none_or(|f| *f == s.cwd))
+    // This process's open sessions, and the store's as it is now (sessions other processes
+    // created or went on with since this one started).
+    let mut all: Vec<(String, PathBuf, Option<String>, Option<String>)> = lock(&shared.sessions)
+        .values()
         .map(|s| {
-            let mut v = json!({"sessionId": s.id, "cwd": s.cwd.display().to_string()});
+            (
+                s.id.clone(),
+                s.cwd.clone(),
+                lock(&s.title).clone(),
+                lock(&s.updated_at).clone(),
+            )
+        })
+        .collect();
+    if let Some(dir) = &shared.cfg.sessions_dir {
+        let open: std::collections::HashSet<String> =
+            all.iter().map(|(id, ..)| id.clone()).collect();
+        for saved in crate::sessions::load_all(dir) {
+            if !saved.closed && !open.contains(&saved.id) {
+                all.push((saved.id, saved.cwd, saved.title, saved.updated_at));
+            }
+        }
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    let sessions: Vec<Value> = all
+        .into_iter()
+        .filter(|(_, cwd, ..)| filter.as_ref().is_none_or(|f| f == cwd))
+        .map(|(id, cwd, title, updated)| {
+            let mut v = json!({"sessionId": id, "cwd": cwd.display().to_string()});
             if let Some(m) = v.as_object_mut() {
-                if let Some(t) = lock(&s.title).clone() {
+                if let Some(t) = title {
                     m.insert("title".into(), Value::String(t));
                 }
-                if let Some(u) = lock(&s.updated_at).clone() {
+                if let Some(u) = updated {
                     m.insert("updatedAt".into(), Value::String(u));
                 }
             }
@@ -1002,6 +1041,11 @@ async fn cancel_session(shared: &Arc<Shared>, s: &Arc<Session>) {
 async fn cancel_notification(shared: &Arc<Shared>, params: &Value) -> Result<(), RpcErr> {
     let s = find_session(shared, params)?;
     cancel_session(shared, &s).await;
+    // The question the cancelled run asked is no longer waited for.
+    let dropped = lock(&s.pending).take().is_some();
+    if dropped {
+        persist(shared, &s);
+    }
     Ok(())
 }
 
@@ -1042,15 +1086,25 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
     let id = session_id_of(params)?;
     let cwd = check_cwd(params)?;
     let servers = check_mcp_servers(params)?;
-    let s = {
+    // The store is read now: a session another process created (or went on with) since
+    // this one started is loaded as it is saved.
+    let stored = shared
+        .cfg
+        .sessions_dir
+        .as_deref()
+        .and_then(|d| crate::sessions::load_one(d, &id));
+    let known = {
         let open = lock(&shared.sessions).get(&id).cloned();
-        match open {
-            Some(s) => s,
-            None => lock(&shared.closed)
-                .get(&id)
-                .cloned()
-                .ok_or_else(|| unknown_session(&id))?,
+        open.or_else(|| lock(&shared.closed).get(&id).cloned())
+    };
+    let s = match (known, stored) {
+        (Some(s), Some(saved)) => {
+            refresh(shared, &s, saved);
+            s
         }
+        (Some(s), None) => s,
+        (None, Some(saved)) => session_of(shared, saved),
+        (None, None) => return Err(unknown_session(&id)),
     };
     // Under the gate: a prompt turn queues its response and releases the slot under it, so
     // a client that loads as soon as it has the response never finds the slot still taken
@@ -1239,17 +1293,24 @@ fn persist(shared: &Shared, s: &Session) {
     // Masked again with every secret known now (one learnt after a note was written).
     let masker = masker_now(shared);
     let hide = |t: &str| masker.mask(t).into_owned();
+    let mode = lock(&s.mode).id().to_owned();
+    let title = lock(&s.title).as_deref().map(hide);
+    let updated_at = lock(&s.updated_at).clone();
+    // Held while the file is merged and written: the turns written are the turns kept.
+    let mut runs = lock(&s.runs);
     let saved = crate::sessions::SavedSession {
         schema_version: crate::sessions::SCHEMA_VERSION,
         id: s.id.clone(),
         cwd: s.cwd.clone(),
-        mode: lock(&s.mode).id().to_owned(),
-        title: lock(&s.title).as_deref().map(hide),
-        updated_at: lock(&s.updated_at).clone(),
+        mode,
+        title,
+        updated_at,
         closed: s.closed.load(Ordering::SeqCst),
-        runs: lock(&s.runs)
+        pending: lock(&s.pending).clone(),
+        runs: runs
             .iter()
             .map(|r| crate::sessions::SavedRun {
+                key: r.key.clone(),
                 prompt: hide(&r.prompt),
                 run_id: r.run_id.clone(),
                 workflow: r.workflow.clone(),
@@ -1258,8 +1319,90 @@ fn persist(shared: &Shared, s: &Session) {
             })
             .collect(),
     };
-    if let Err(e) = crate::sessions::save(dir, &saved) {
-        tracing::warn!(target: "awf::acp", session = %s.id, error = %e, "cannot save the session; it lives on in memory only");
+    match crate::sessions::save(dir, &saved) {
+        // Another process's turns (written since) join this one's.
+        Ok(merged) => {
+            *runs = merged.runs.into_iter().map(record_of).collect();
+            drop(runs);
+            if let Some(t) = merged.title {
+                lock(&s.title).get_or_insert(t);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(target: "awf::acp", session = %s.id, error = %e, "cannot save the session; it lives on in memory only");
+        }
+    }
+}
+
+fn record_of(r: crate::sessions::SavedRun) -> RunRecord {
+    RunRecord {
+        key: r.key,
+        prompt: r.prompt,
+        run_id: r.run_id,
+        workflow: r.workflow,
+        seen: r.seen,
+        notes: r.notes,
+    }
+}
+
+/// A session of the store as this process holds it (its editor MCP servers and file channel
+/// come with the next `session/load`).
+fn session_of(shared: &Shared, mut saved: crate::sessions::SavedSession) -> Arc<Session> {
+    hide_saved_secrets(shared, &mut saved);
+    Arc::new(Session {
+        id: saved.id.clone(),
+        cwd: saved.cwd,
+        mcp_servers: Mutex::new(Vec::new()),
+        mode: Mutex::new(Mode::from_id(&saved.mode)),
+        in_flight: AtomicBool::new(false),
+        closed: AtomicBool::new(saved.closed),
+        gate: Mutex::new(()),
+        turn: Mutex::new(None),
+        parked: tokio::sync::Mutex::new(None),
+        always: Mutex::new(HashMap::new()),
+        runs: Mutex::new(saved.runs.into_iter().map(record_of).collect()),
+        current: Mutex::new(None),
+        given: Mutex::new(None),
+        pending: Mutex::new(saved.pending),
+        title: Mutex::new(saved.title),
+        updated_at: Mutex::new(saved.updated_at),
+        fs: Mutex::new(None),
+    })
+}
+
+/// Takes in the turns other processes saved for `s` since this one read its file.
+fn refresh(shared: &Shared, s: &Session, saved: crate::sessions::SavedSession) {
+    let mut saved = saved;
+    hide_saved_secrets(shared, &mut saved);
+    let mut runs = lock(&s.runs);
+    let mine: Vec<crate::sessions::SavedRun> = runs
+        .iter()
+        .map(|r| crate::sessions::SavedRun {
+            key: r.key.clone(),
+            prompt: r.prompt.clone(),
+            run_id: r.run_id.clone(),
+            workflow: r.workflow.clone(),
+            seen: r.seen,
+            notes: r.notes.clone(),
+        })
+        .collect();
+    *runs = crate::sessions::merge_runs(&saved.runs, &mine)
+        .into_iter()
+        .map(record_of)
+        .collect();
+    drop(runs);
+    if let Some(t) = saved.title {
+        lock(&s.title).get_or_insert(t);
+    }
+    // A question another process asked (and waits for) is this session's now, unless a run
+    // of this process waits for an answer itself.
+    let parked_here = s.parked.try_lock().map_or(true, |p| p.is_some());
+    if !parked_here && let Some(p) = saved.pending {
+        lock(&s.pending).get_or_insert(p);
+    }
+    let mut u = lock(&s.updated_at);
+    if saved.updated_at > *u {
+        *u = saved.updated_at;
     }
 }
 
@@ -1270,42 +1413,15 @@ fn restore_sessions(shared: &Shared) {
     let Some(dir) = &shared.cfg.sessions_dir else {
         return;
     };
-    for mut saved in crate::sessions::load_all(dir) {
-        hide_saved_secrets(shared, &mut saved);
-        let s = Arc::new(Session {
-            id: saved.id.clone(),
-            cwd: saved.cwd,
-            mcp_servers: Mutex::new(Vec::new()),
-            mode: Mutex::new(Mode::from_id(&saved.mode)),
-            in_flight: AtomicBool::new(false),
-            closed: AtomicBool::new(saved.closed),
-            gate: Mutex::new(()),
-            turn: Mutex::new(None),
-            parked: tokio::sync::Mutex::new(None),
-            always: Mutex::new(HashMap::new()),
-            runs: Mutex::new(
-                saved
-                    .runs
-                    .into_iter()
-                    .map(|r| RunRecord {
-                        prompt: r.prompt,
-                        run_id: r.run_id,
-                        workflow: r.workflow,
-                        seen: r.seen,
-                        notes: r.notes,
-                    })
-                    .collect(),
-            ),
-            title: Mutex::new(saved.title),
-            updated_at: Mutex::new(saved.updated_at),
-            fs: Mutex::new(None),
-        });
-        let map = if saved.closed {
+    for saved in crate::sessions::load_all(dir) {
+        let closed = saved.closed;
+        let s = session_of(shared, saved);
+        let map = if closed {
             &shared.closed
         } else {
             &shared.sessions
         };
-        lock(map).insert(saved.id, s);
+        lock(map).insert(s.id.clone(), s);
     }
 }
 
@@ -1511,6 +1627,15 @@ impl PromptText {
 /// The `messageId` of awf's own message `n` of prompt `turn` of session `session` (the
 /// same when `session/load` replays it): a message of its own, apart from the steps' text
 /// (`<run>:<step>`), so a client that groups chunks by message id keeps both.
+/// The record of the turn in flight (the last one when none is marked).
+fn current_record<'a>(s: &Session, runs: &'a mut [RunRecord]) -> Option<&'a mut RunRecord> {
+    let current = lock(&s.current).clone();
+    match current.and_then(|k| runs.iter().position(|r| r.key == k)) {
+        Some(i) => runs.get_mut(i),
+        None => runs.last_mut(),
+    }
+}
+
 fn note_id(session: &str, turn: usize, n: usize) -> String {
     format!("{session}:{turn}:awf:{n}")
 }
@@ -1518,8 +1643,11 @@ fn note_id(session: &str, turn: usize, n: usize) -> String {
 fn message(shared: &Shared, s: &Session, t: &str) {
     let id = {
         let mut runs = lock(&s.runs);
-        let turn = runs.len().saturating_sub(1);
-        match runs.last_mut() {
+        let current = lock(&s.current).clone();
+        let turn = current
+            .and_then(|k| runs.iter().position(|r| r.key == k))
+            .unwrap_or_else(|| runs.len().saturating_sub(1));
+        match runs.get_mut(turn) {
             Some(r) => {
                 r.notes.push(t.to_owned());
                 note_id(&s.id, turn, r.notes.len() - 1)
@@ -1573,12 +1701,28 @@ async fn prompt_turn(
 ) -> Result<&'static str, RpcErr> {
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
+    // A question saved with the session (asked before a restart) too.
+    let pending = lock(&s.pending).take();
     // Secrets in the text are known before it is recorded: the record (the session file,
     // `session/list`'s title, `session/load`'s replay) holds them masked.
-    add_prompt_secrets(shared, &text, parked.as_ref().is_some_and(|p| p.secret));
+    let answers_secret = parked
+        .as_ref()
+        .map_or_else(|| pending.as_ref().is_some_and(|p| p.secret), |p| p.secret);
+    add_prompt_secrets(shared, &text, answers_secret);
     record_prompt(shared, s, &text);
     if let Some(p) = parked {
         let answer = text.free_text();
+        // The answer joins the run's saved inputs (a question after it is saved with it).
+        {
+            let mut given = lock(&s.given);
+            match (&p.input, given.as_mut()) {
+                (Some(name), Some((_, inputs))) if !p.secret => {
+                    inputs.push((name.clone(), answer.clone()));
+                }
+                (Some(_), _) => *given = None,
+                (None, _) => {}
+            }
+        }
         if let Err(e) = shared
             .cfg
             .service
@@ -1599,6 +1743,19 @@ async fn prompt_turn(
                         "Answer not taken: {why}. Send the value of `{input}` as your next message."
                     ),
                 );
+                let given = lock(&s.given).clone();
+                if let Some(name) = &p.input
+                    && let Some((wf, mut inputs)) = given
+                {
+                    inputs.retain(|(k, _)| k != name);
+                    *lock(&s.given) = Some((wf.clone(), inputs.clone()));
+                    *lock(&s.pending) = Some(crate::sessions::SavedPending {
+                        workflow: wf,
+                        input: name.clone(),
+                        secret: p.secret,
+                        inputs,
+                    });
+                }
                 *s.parked.lock().await = Some(p);
                 return Ok("end_turn");
             }
@@ -1606,8 +1763,14 @@ async fn prompt_turn(
         }
         return Ok(follow(shared, s, p.run_id, p.workflow, p.sub, p.projector, cancel).await);
     }
-    let from_command = text.text.trim_start().starts_with('/');
-    let (workflow, inputs) = if from_command {
+    let from_command = pending.is_some() || text.text.trim_start().starts_with('/');
+    let (workflow, inputs) = if let Some(p) = pending {
+        // The run that asked is gone (a restart): the workflow starts again with the inputs
+        // it was given and the answer.
+        let mut inputs = p.inputs;
+        inputs.push((p.input, text.free_text()));
+        (p.workflow, inputs)
+    } else if from_command {
         match text.command() {
             // Its secret-named inputs are in the masker already (`add_prompt_secrets`).
             Ok(c) => (c.workflow, c.inputs),
@@ -1622,6 +1785,19 @@ async fn prompt_turn(
         message(shared, s, &not_a_command(shared));
         return Ok("end_turn");
     };
+    // A name outside AWF (Go)'s rule is taken only as one of the listed workflows' (never
+    // as a path: `my.flow` is not a file name).
+    if from_command && !prompt::awf_name(&workflow) && !listed(shared, &workflow) {
+        message(
+            shared,
+            s,
+            &format!(
+                "Invalid prompt: no workflow named \"{workflow}\" ({})",
+                command_list(shared)
+            ),
+        );
+        return Ok("end_turn");
+    }
     let loaded = shared.cfg.repository.load(&workflow, None);
     // A workflow that is found but broken (it does not load, or does not validate) is said
     // as every list of workflows says it; one that is not found is the run's refusal below.
@@ -1637,13 +1813,29 @@ async fn prompt_turn(
         );
         return Ok("end_turn");
     }
+    // Free text goes to the default workflow's `prompt` input: one without it is told so
+    // (the text is never dropped silently).
     if let Ok(l) = &loaded
-        && from_command
         && let Some(why) = unknown_input(&workflow, &l.workflow, &inputs)
     {
-        message(shared, s, &format!("Invalid prompt: {why}"));
+        let tail = if from_command {
+            String::new()
+        } else {
+            format!(
+                "; free text is the `prompt` input of the default workflow: declare one in \"{workflow}\", or type a slash command"
+            )
+        };
+        message(shared, s, &format!("Invalid prompt: {why}{tail}"));
         return Ok("end_turn");
     }
+    *lock(&s.given) = if inputs
+        .iter()
+        .any(|(k, _)| awf_domain::mask::is_secret_name(k))
+    {
+        None
+    } else {
+        Some((workflow.clone(), inputs.clone()))
+    };
     let request = RunRequest {
         identifier: workflow.clone(),
         inputs,
@@ -1654,10 +1846,9 @@ async fn prompt_turn(
         auto_approve: false,
         mcp_servers: lock(&s.mcp_servers).clone(),
         fs_delegate: lock(&s.fs).as_ref().map(|b| b.socket().to_path_buf()),
-        // `/name k=v` names its inputs (checked above too); the default workflow only ever
-        // gets `prompt`, which it may leave undeclared (then nothing reads it: a template
-        // that names it is refused by the workflow's checks, and no step's env gets it).
-        refuse_undeclared_inputs: from_command,
+        // `/name k=v` names its inputs, and free text the default workflow's `prompt`
+        // (both checked above too).
+        refuse_undeclared_inputs: true,
         ..RunRequest::default()
     };
     let run_id = match shared.cfg.service.start(request).await {
@@ -1675,7 +1866,7 @@ async fn prompt_turn(
             return Ok("end_turn");
         }
     };
-    if let Some(r) = lock(&s.runs).last_mut() {
+    if let Some(r) = current_record(s, &mut lock(&s.runs)) {
         r.run_id = Some(run_id.clone());
         r.workflow = Some(workflow.clone());
     }
@@ -1733,7 +1924,10 @@ fn record_prompt(shared: &Shared, s: &Session, text: &PromptText) {
         let t: String = shown.chars().take(80).collect();
         *lock(&s.title) = Some(t);
     }
+    let key = uuid::Uuid::new_v4().simple().to_string();
+    *lock(&s.current) = Some(key.clone());
     lock(&s.runs).push(RunRecord {
+        key,
         prompt: shown,
         run_id: None,
         workflow: None,
@@ -1744,13 +1938,29 @@ fn record_prompt(shared: &Shared, s: &Session, text: &PromptText) {
 
 /// The answer to free text when there is no default workflow: the commands that can be typed.
 fn not_a_command(shared: &Shared) -> String {
+    format!(
+        "Invalid prompt: prompt must begin with a /<workflow> slash command ({})",
+        command_list(shared)
+    )
+}
+
+/// `the available commands: /a, /b` (or that there is none).
+fn command_list(shared: &Shared) -> String {
     let names = command_names(shared);
-    let list = if names.is_empty() {
+    if names.is_empty() {
         String::from("no workflow is available in this project")
     } else {
         format!("the available commands: {}", names.join(", "))
-    };
-    format!("Invalid prompt: prompt must begin with a /<workflow> slash command ({list})")
+    }
+}
+
+/// Whether `name` is the name of a workflow the repository lists.
+fn listed(shared: &Shared, name: &str) -> bool {
+    shared
+        .cfg
+        .repository
+        .list()
+        .is_ok_and(|l| l.iter().any(|e| e.name == name))
 }
 
 /// Why a prompt's text is refused before any run, when no parked run would take it as an
@@ -1760,10 +1970,21 @@ fn refusal(shared: &Shared, s: &Session, text: &PromptText) -> Option<String> {
         Ok(p) if p.is_none() => {}
         _ => return None,
     }
+    if lock(&s.pending).is_some() {
+        return None;
+    }
     if text.text.trim_start().starts_with('/') {
-        text.command()
-            .err()
-            .map(|why| format!("Invalid prompt: {why}"))
+        match text.command() {
+            Err(why) => Some(format!("Invalid prompt: {why}")),
+            Ok(c) if !prompt::awf_name(&c.workflow) && !listed(shared, &c.workflow) => {
+                Some(format!(
+                    "Invalid prompt: no workflow named \"{}\" ({})",
+                    c.workflow,
+                    command_list(shared)
+                ))
+            }
+            Ok(_) => None,
+        }
     } else if shared.cfg.default_workflow.is_none() {
         Some(not_a_command(shared))
     } else {
@@ -1880,6 +2101,24 @@ async fn follow(
                 }
                 Asked::Park(question) => {
                     message(shared, s, &question);
+                    // Kept with the session: a restart before the answer still takes it.
+                    *lock(&s.pending) = match (&request.kind, lock(&s.given).clone()) {
+                        (RequestKind::MissingInput { input, .. }, Some((wf, inputs)))
+                            if envelope.parent_run_id.is_none() && wf == workflow =>
+                        {
+                            Some(crate::sessions::SavedPending {
+                                workflow: wf,
+                                input: input.name.clone(),
+                                secret: awf_domain::mask::is_secret_name(&input.name),
+                                // A value refused before is asked again, not given.
+                                inputs: inputs
+                                    .into_iter()
+                                    .filter(|(k, _)| *k != input.name)
+                                    .collect(),
+                            })
+                        }
+                        _ => None,
+                    };
                     *s.parked.lock().await = Some(Parked {
                         run_id,
                         workflow,
@@ -1889,6 +2128,10 @@ async fn follow(
                             RequestKind::MissingInput { input, .. }
                                 if awf_domain::mask::is_secret_name(&input.name)
                         ),
+                        input: match &request.kind {
+                            RequestKind::MissingInput { input, .. } => Some(input.name.clone()),
+                            _ => None,
+                        },
                         sub,
                         projector,
                     });
@@ -2118,13 +2361,18 @@ async fn ask(
                         .get("optionId")
                         .and_then(Value::as_str)
                         .unwrap_or("");
+                    // What the card says: the name of the option the user chose (awf's own
+                    // always-options answer the gate with one of its options).
+                    let mut chosen_name: Option<String> = None;
                     let pick = match chosen {
                         "awf:allow_always" => {
                             lock(&s.always).insert(key, true);
+                            chosen_name = Some(format!("Always approve '{step}'"));
                             allow
                         }
                         "awf:reject_always" => {
                             lock(&s.always).insert(key, false);
+                            chosen_name = Some(format!("Always reject '{step}'"));
                             reject
                         }
                         id => match options.iter().find(|o| o.id == id) {
@@ -2151,7 +2399,7 @@ async fn ask(
                     match pick {
                         Some(o) => {
                             respond(Answer::Option(o.id.clone()));
-                            done(o.kind.allows(), &o.name);
+                            done(o.kind.allows(), chosen_name.as_deref().unwrap_or(&o.name));
                         }
                         None => respond(Answer::Unattended("no option to answer with".into())),
                     }

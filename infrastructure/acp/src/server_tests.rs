@@ -438,8 +438,14 @@ async fn approvals_match_option_ids_and_allow_always_is_remembered_per_gate() {
     );
     c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "awf:allow_always"}}}))
         .await;
-    c.until(|f| f["params"]["update"]["status"] == "completed")
+    let closed = c
+        .until(|f| f["params"]["update"]["status"] == "completed")
         .await;
+    // The gate's card says what was chosen (new user: it said the gate's "Approve").
+    assert_eq!(
+        closed.last().unwrap()["params"]["update"]["content"][0]["content"]["text"],
+        "Always approve 'ship'"
+    );
     assert_eq!(
         *c.svc.answers.lock().unwrap(),
         vec![("q1".into(), Answer::Option("ok".into()))]

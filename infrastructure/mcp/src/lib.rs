@@ -994,9 +994,14 @@ fn duplicate_id_frame(id: &Value) -> Vec<u8> {
 }
 
 /// Why `params` cannot be those of a request for `method`: MCP's parameters are an object
-/// (or absent); a `tools/call` names its tool (`name`, a string) and gives its `arguments`
-/// as an object, if at all.
+/// (or absent) whose `_meta` is an object, if given; a `tools/call` names its tool (`name`,
+/// a string) and gives its `arguments` as an object, if at all.
 fn bad_params(method: &str, params: Option<&Value>) -> Option<&'static str> {
+    if let Some(Value::Object(p)) = params
+        && !matches!(p.get("_meta"), None | Some(Value::Null | Value::Object(_)))
+    {
+        return Some("`params._meta` must be an object");
+    }
     match params {
         None | Some(Value::Null) => {
             (method == "tools/call").then_some("`tools/call` needs `params` with the tool's `name`")

@@ -76,6 +76,46 @@ impl<'a> Args<'a> {
         Ok(Some(f.trunc() as u64))
     }
 
+    /// An optional integer of at least `min`, as a schema `{"type": "integer", "minimum":
+    /// min}` says: a JSON number without a fraction (`3.0` too), never a string; `meaning`
+    /// says what it is, for the message.
+    pub(crate) fn opt_int_at_least(
+        &self,
+        names: &[&'static str],
+        min: u64,
+        meaning: &str,
+    ) -> Result<Option<u64>, String> {
+        let Some((n, v)) = self.find(names) else {
+            return Ok(None);
+        };
+        let whole = match v {
+            Value::Number(num) => num.as_u64().or_else(|| {
+                num.as_f64()
+                    .filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f))
+                    // Whole and in range: exact.
+                    .map(|f| {
+                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                        let u = f as u64;
+                        u
+                    })
+            }),
+            _ => None,
+        };
+        match whole {
+            Some(x) if x >= min => Ok(Some(x)),
+            _ => {
+                let got = match v {
+                    Value::String(_) => format!("a string ({})", short(v)),
+                    _ => short(v),
+                };
+                Err(format!(
+                    "{}: argument `{n}` must be an integer of at least {min} ({meaning}), got {got}",
+                    self.tool
+                ))
+            }
+        }
+    }
+
     /// An optional boolean (JSON boolean or `"true"`/`"false"`).
     pub(crate) fn opt_bool(&self, names: &[&'static str]) -> Result<Option<bool>, String> {
         match self.find(names) {

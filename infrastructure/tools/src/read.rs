@@ -78,11 +78,14 @@ pub(crate) fn args<'a>(
 ) -> Result<(&'a str, u64, u64), String> {
     let a = Args::new("Read", map);
     let given = a.str(&["path", "file_path"])?;
-    let offset = a.opt_uint(&["offset"])?.unwrap_or(1).max(1);
-    let limit = match a.opt_uint(&["limit"])? {
-        None | Some(0) => inner.limits.read_lines as u64,
-        Some(n) => n,
-    };
+    // As the schema says (`"type": "integer", "minimum": 1` both): 0, -1 or "2" is refused
+    // saying so, never read as something else.
+    let offset = a
+        .opt_int_at_least(&["offset"], 1, "the 1-based number of the first line")?
+        .unwrap_or(1);
+    let limit = a
+        .opt_int_at_least(&["limit"], 1, "the number of lines to show")?
+        .unwrap_or(inner.limits.read_lines as u64);
     Ok((given, offset, limit))
 }
 

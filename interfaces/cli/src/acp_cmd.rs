@@ -10,7 +10,7 @@
 //!
 //! `--workflow NAME` overrides `default_workflow`. Errors (exit 1):
 //! `USER.ACP.INVALID_CONFIG` (missing, unreadable, unparsable, unknown key, a `workflows_dir`
-//! that is not a directory). Stdout carries only ACP frames; logs go to stderr.
+//! that is not a directory, a default workflow that is not one of the workflows offered). Stdout carries only ACP frames; logs go to stderr.
 //!
 //! Reference: shared/spec/acp.md §2.1 (Go's flags and config), §8.
 
@@ -135,6 +135,51 @@ fn load_config(path: &Path) -> Result<AcpFileConfig, AwfError> {
     parse_config(path, &text)
 }
 
+/// Refuses a default workflow (`--workflow NAME`, or the config's `default_workflow`) that
+/// is not one of the workflows offered: every free-text prompt would fail.
+fn check_default_workflow(
+    repository: &dyn awf_domain::ports::WorkflowRepository,
+    name: &str,
+    from_flag: bool,
+) -> Result<(), AwfError> {
+    let names: Vec<String> = repository
+        .list()
+        .map(|l| l.into_iter().map(|e| e.name).collect())
+        .unwrap_or_default();
+    // Listed, or found by path; a broken one is found too (prompts answer why it is broken).
+    let found = names.iter().any(|n| n == name)
+        || repository.load(name, None).map_or_else(
+            |e| e.code().category() == awf_domain::Category::Workflow,
+            |_| true,
+        );
+    if found {
+        return Ok(());
+    }
+    let source = if from_flag {
+        "--workflow"
+    } else {
+        "default_workflow"
+    };
+    let mut hint = match awf_domain::validate::closest(name, names.iter().map(String::as_str)) {
+        Some(c) => format!("did you mean '{c}'? "),
+        None => String::new(),
+    };
+    if names.is_empty() {
+        hint.push_str("no workflow is found here (`awf list` shows none)");
+    } else {
+        hint.push_str(&format!(
+            "`awf list` shows the workflows: {}",
+            names.join(", ")
+        ));
+    }
+    Err(AwfError::new(
+        ErrorCode::UserAcpInvalidConfig,
+        format!("{source} {name:?}: no such workflow (free-text prompts run the default workflow)"),
+    )
+    .with_detail("workflow", name.to_owned())
+    .with_hint(hint))
+}
+
 /// Runs `awf acp-serve`.
 pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
     let file = match &args.config {
@@ -161,6 +206,10 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         services.repository = Arc::new(awf_yaml::YamlRepository::new(paths));
     }
     let repository = Arc::clone(&services.repository);
+    let default_workflow = args.workflow.clone().or(file.default_workflow);
+    if let Some(name) = &default_workflow {
+        check_default_workflow(repository.as_ref(), name, args.workflow.is_some())?;
+    }
     let checks = services.clone();
     let check_env = w.env.clone();
     // As `awf list` and `awf validate` report a broken workflow.
@@ -173,7 +222,7 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
     let cfg = awf_acp::AcpConfig {
         service,
         repository,
-        default_workflow: args.workflow.clone().or(file.default_workflow),
+        default_workflow,
         env,
         config_inputs: config.inputs,
         masker,

@@ -47,8 +47,30 @@ async fn missing_and_wrong_typed_arguments_say_what_is_wrong() {
     );
     assert_err(
         &ws.call("Read", json!({"path": "a", "limit": "many"})).await,
-        "`limit` must be a non-negative integer",
+        "`limit` must be an integer of at least 1 (the number of lines to show), got a string (\"many\")",
     );
+    // What the schema (`"minimum": 1`, `"type": "integer"`) refuses is refused, saying so.
+    for (args, said) in [
+        (
+            json!({"path": "a", "offset": 0}),
+            "argument `offset` must be an integer of at least 1 (the 1-based number of the first line), got 0",
+        ),
+        (
+            json!({"path": "a", "offset": -1}),
+            "argument `offset` must be an integer of at least 1 (the 1-based number of the first line), got -1",
+        ),
+        (
+            json!({"path": "a", "offset": "2"}),
+            "argument `offset` must be an integer of at least 1 (the 1-based number of the first line), got a string (\"2\")",
+        ),
+        (json!({"path": "a", "offset": 1.5}), "got 1.5"),
+        (
+            json!({"path": "a", "limit": 0}),
+            "argument `limit` must be an integer of at least 1 (the number of lines to show), got 0",
+        ),
+    ] {
+        assert_err(&ws.call("Read", args).await, said);
+    }
 }
 
 #[tokio::test]
