@@ -22,9 +22,9 @@ Cases and targets (issue 9):
   single       (no target) a one-step run vs make with one recipe: what every run costs besides its steps
   floor        (no target) a Python loop of posix_spawn of `sh -c 'true;'` with stdout and stderr on pipes
                read to their end vs make `@sh -c true`: what capturing output costs any runner
-  callgrind    (--callgrind) awf's instructions per step at 100/200/400/800 steps: flat within 10%
+  callgrind    (--callgrind) awf's instructions per step at 100/200/400/800 steps (median of --cg-reps runs): flat within 10%
 
-Usage: benches/peers.py [--awf target/release/awf] [--reps 9] [--only CASE,...] [--callgrind]
+Usage: benches/peers.py [--awf target/release/awf] [--reps 9] [--only CASE,...] [--callgrind [--cg-reps 3]]
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -136,6 +136,7 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--only", default="")
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--cg-reps", type=int, default=3, help="callgrind runs per size (the median counts)")
     a = ap.parse_args()
     awf = os.path.abspath(a.awf)
     only = set(filter(None, a.only.split(",")))
@@ -272,17 +273,24 @@ def main():
     if a.callgrind and shutil.which("valgrind"):
         print("callgrind: awf's own instructions per step (recording on, SHELL=/bin/bash)")
         per = {}
+        # A run's count varies by a few percent from one run to the next (how the recorder's
+        # batches fall, how much write-ahead log history.db's first reader replays): each
+        # size is the median of --cg-reps runs, after one run that creates the data root.
+        write(d, "c1.yaml", chain_yaml(1, "true"))
+        subprocess.run([awf, "run", "c1.yaml"], cwd=d, env=bash, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
         for n in (100, 200, 400, 800):
             write(d, f"c{n}.yaml", chain_yaml(n, "true"))
-            outf = os.path.join(d, f"cg.{n}")
-            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={outf}", awf, "run", f"c{n}.yaml"],
-                           cwd=d, env=bash, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-            total = 0
-            for line in open(outf):
-                if line.startswith("summary:") or line.startswith("totals:"):
-                    total = int(line.split()[1])
+            totals = []
+            for rep in range(a.cg_reps):
+                outf = os.path.join(d, f"cg.{n}.{rep}")
+                subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={outf}", awf, "run", f"c{n}.yaml"],
+                               cwd=d, env=bash, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+                totals.append(next((int(l.split()[1]) for l in open(outf) if l.startswith(("summary:", "totals:"))), 0))
+            total = statistics.median(totals)
             per[n] = total / n
-            print(f"  {n:>4} steps: {total/1e6:9.1f} M instructions, {per[n]/1e3:8.1f} K per step")
+            spread = f" (runs {min(totals)/1e6:.1f} to {max(totals)/1e6:.1f} M)" if len(totals) > 1 else ""
+            print(f"  {n:>4} steps: {total/1e6:9.1f} M instructions, {per[n]/1e3:8.1f} K per step{spread}")
         flat = max(per.values()) / min(per.values())
         print(f"  per-step spread 100..800: {flat:.2f}x (target <= 1.10): {'OK' if flat <= 1.10 else 'OVER'}")
         # The chain that needs the shell (`true;`, SHELL=/bin/sh), 200 steps.
