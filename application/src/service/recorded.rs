@@ -246,7 +246,9 @@ impl<S> Filled<S> {
         let Some(reader) = self.reader.clone() else {
             return false;
         };
-        let started = tokio::time::Instant::now();
+        // Patience counted in the time slept (no clock read: the application layer reads
+        // time through the Clock port only).
+        let mut waited = Duration::ZERO;
         let mut wait = POLL_MIN;
         loop {
             let run_id = self.run_id.clone();
@@ -271,10 +273,11 @@ impl<S> Filled<S> {
                 // Nothing recorded (recording off) or unreadable: passed on as a lag.
                 return false;
             }
-            if started.elapsed() >= FILL_PATIENCE {
+            if waited >= FILL_PATIENCE {
                 return false;
             }
             tokio::time::sleep(wait).await;
+            waited += wait;
             wait = (wait * 2).min(POLL_MAX);
         }
     }
