@@ -800,7 +800,7 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
                 return Verdict::Answer(error_frame(
                     &reply_id,
                     -32602,
-                    &format!("Invalid params: {why}"),
+                    &format!("Invalid params for `{}`: {why}", printable(method)),
                 ));
             }
             if id.is_none() {

@@ -245,13 +245,13 @@ async fn malformed_params_are_invalid_params_answered_with_their_id() {
             13,
             "tools/call",
             json!({"name": "Echo", "arguments": {}, "_meta": 5}),
-            "Invalid params: `params._meta` must be an object",
+            "Invalid params for `tools/call`: `params._meta` must be an object",
         ),
         (
             14,
             "tools/list",
             json!({"_meta": "x"}),
-            "Invalid params: `params._meta` must be an object",
+            "Invalid params for `tools/list`: `params._meta` must be an object",
         ),
     ] {
         let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method});
