@@ -159,7 +159,7 @@ fn cancelling_a_run_that_asks_for_an_input_makes_it_cancelled() {
     let (code, body, _) = post(&url, "{}");
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("inputs.s"), "{body}");
-    let (code, body, _) = post(&url, r#"{"input_overrides":{"s":"later"}}"#);
+    let (code, body, _) = post(&url, r#"{"input_overrides":{"s":"later","i":"4"}}"#);
     assert_eq!(code, 200, "{body}");
     let done = wait_status(&s, &id, "completed");
     assert_eq!(done["exit_code"], 0, "{done}");

@@ -207,17 +207,42 @@ fn a_run_cancelled_while_it_asks_is_recorded_cancelled_and_survives_a_restart() 
     let v = out.json().unwrap();
     assert_eq!(v["status"], "cancelled", "{v}");
 
-    // Resumed without the input it never got: refused, naming it; with it: runs.
+    // Resumed as any recorded run: its secret (masked in the record) must be given again,
+    // then the input it never got; with both, it runs from its first state.
     let out = sb.run(&["resume", &id]).unwrap();
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("inputs.who"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("must be given again: api_token"),
+        "{}",
+        out.stderr
+    );
     let out = sb
-        .run(&["resume", &id, "--input", "who=again", "--input", "api_token=x1234567"])
+        .run(&["resume", &id, "--input", "api_token=x1234567"])
+        .unwrap();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("inputs.who: required but not provided"),
+        "{}",
+        out.stderr
+    );
+    let out = sb
+        .run(&[
+            "resume",
+            &id,
+            "--input",
+            "who=again",
+            "--input",
+            "api_token=x1234567",
+        ])
         .unwrap();
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("hello again"), "{}", out.stdout);
     let (_, state) = state_file(&sb, &id);
     assert_eq!(state["status"], "success", "{state}");
+    assert_eq!(
+        state["states"]["hello"]["output"].as_str().unwrap().trim(),
+        "hello again",
+        "{state}"
+    );
 }
 
 /// The breaker's case: a SIGTERM drains the server while the run asks; restarted on the

@@ -127,7 +127,12 @@ impl Emitter {
     /// [`Emitter::emit_at`] to `sinks` only (the run's recorders, not its front-end): the
     /// record of a run that asks for its inputs before it starts. The envelope takes the
     /// run's next `seq` all the same.
-    pub(crate) fn emit_to(&self, sinks: &[Arc<dyn EventPublisher>], event: RunEvent, at: SystemTime) {
+    pub(crate) fn emit_to(
+        &self,
+        sinks: &[Arc<dyn EventPublisher>],
+        event: RunEvent,
+        at: SystemTime,
+    ) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let envelope = EventEnvelope {
             seq,
@@ -769,7 +774,12 @@ impl Run {
     /// masked, as every record has them) handed to the recorders only (state record and
     /// history row `running`, audit line); the run's own `RunStarted`, once its inputs are
     /// given, records it again whole, and the front-end sees only that one.
-    fn record_asking(&self, recorders: &[Arc<dyn EventPublisher>], ask: &AskInputs, at: SystemTime) {
+    fn record_asking(
+        &self,
+        recorders: &[Arc<dyn EventPublisher>],
+        ask: &AskInputs,
+        at: SystemTime,
+    ) {
         let mut shown = ask.known.clone();
         awf_domain::mask::redact_named(&mut shown);
         let mut masker = self.masker();
@@ -810,7 +820,12 @@ impl Run {
     /// Ends the record [`Run::record_asking`] began for a run that never got its inputs:
     /// `cancelled` (the cancel's exit code) when it was cancelled while it asked, else
     /// `failed` with `why` (an input not given, the inputs not resolving); no state ran.
-    async fn record_not_started(&self, recorders: &[Arc<dyn EventPublisher>], why: &AwfError, asked_at: SystemTime) {
+    async fn record_not_started(
+        &self,
+        recorders: &[Arc<dyn EventPublisher>],
+        why: &AwfError,
+        asked_at: SystemTime,
+    ) {
         let cancelled = why.code() == ErrorCode::ExecutionRunCancelled;
         let (status, exit_code) = if cancelled {
             (
