@@ -31,6 +31,9 @@ use crate::engine::RunSpec;
 #[derive(Debug, Clone)]
 pub struct Facade {
     services: Arc<Services>,
+    /// Record a run that asks for its missing inputs from the moment it asks
+    /// ([`Facade::recording_unstarted`]).
+    record_unstarted: bool,
 }
 
 impl Facade {
@@ -38,7 +41,18 @@ impl Facade {
     pub fn new(services: Services) -> Self {
         Self {
             services: Arc::new(services),
+            record_unstarted: false,
         }
+    }
+
+    /// With `on`, a run that asks for its missing required inputs before it starts is
+    /// recorded from then on (a `running` state record and history row, with the inputs given
+    /// so far, secrets masked), and ended `cancelled` or `failed` in its record when it never
+    /// gets them; without, nothing of it is recorded until it starts (the default).
+    #[must_use]
+    pub fn recording_unstarted(mut self, on: bool) -> Self {
+        self.record_unstarted = on;
+        self
     }
 
     /// The adapters this facade uses.
@@ -60,8 +74,11 @@ impl Facade {
             warnings,
             env,
             inputs,
-            ask_inputs,
+            mut ask_inputs,
         } = checked(&self.services, &req)?;
+        if let Some(ask) = ask_inputs.as_mut() {
+            ask.record = self.record_unstarted;
+        }
         let workflow = loaded.workflow;
         let run_id = match req.run_id {
             Some(id) => preassigned(&self.services, id)?,
@@ -515,13 +532,15 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
                 def.required = false;
             }
         }
-        resolve(&given_only)?;
+        let known = resolve(&given_only)?;
         (
             serde_json::Map::new(),
             Some(crate::engine::AskInputs {
                 missing,
                 given: req.inputs.clone(),
                 config: req.config_inputs.clone(),
+                known,
+                record: false,
             }),
         )
     };

@@ -878,3 +878,119 @@ async fn nobody_to_ask_is_not_a_rejection_and_end_of_input_at_a_breakpoint_is_no
         assert!(exec.commands().is_empty());
     }
 }
+
+/// Every event a recorder is handed.
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<EventEnvelope>>);
+
+impl awf_domain::event::EventPublisher for Recorded {
+    fn emit(&self, event: EventEnvelope) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(event);
+        }
+    }
+}
+
+/// Round 71: with `recording_unstarted`, a run that asks for its missing input is recorded
+/// from then on (a `RunStarted` to the recorders only, the given inputs with the secret
+/// masked), and ended `failure` in its record when the input is not given; the front-end
+/// sees no `RunStarted`. Answered, the run's own `RunStarted` records it again, whole.
+#[tokio::test]
+async fn a_run_asking_for_an_input_is_recorded_from_then_on_when_asked_to() {
+    let mut wf = with_input(workflow(vec![
+        cmd("a", "echo a", Some("done")),
+        terminal("done", TerminalStatus::Success),
+    ]));
+    wf.inputs.push(InputDef {
+        name: "API_TOKEN".into(),
+        ty: InputType::String,
+        description: None,
+        required: false,
+        default: None,
+        validation: InputValidation::default(),
+    });
+    let with_recorder = |rec: &Arc<Recorded>| {
+        Facade::new(Services {
+            recorders: vec![Arc::clone(rec) as Arc<dyn awf_domain::event::EventPublisher>],
+            ..Services::fakes(
+                FakeRepository::new().with(wf.clone()),
+                Arc::new(FakeExecutor::new().on("echo a", [FakeCommand::ok("")])),
+            )
+        })
+        .recording_unstarted(true)
+    };
+    let mut req = request();
+    req.prompt_missing_inputs = true;
+    req.inputs = vec![("API_TOKEN".into(), "sekrit-token-9".into())];
+
+    // Not given: recorded started, then failed; nothing started for the front-end.
+    let rec = Arc::new(Recorded::default());
+    let h = with_recorder(&rec)
+        .start_run(req.clone())
+        .await
+        .expect("starts");
+    let (events, result, _) = drive(h, |r, h| {
+        h.respond(&r.request_id, Answer::EndOfInput)
+            .expect("accepted");
+    })
+    .await;
+    assert!(result.is_none());
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.event, RunEvent::RunStarted { .. }))
+    );
+    let recorded = rec.0.lock().unwrap().clone();
+    let kinds: Vec<&str> = recorded
+        .iter()
+        .filter_map(|e| match &e.event {
+            RunEvent::RunStarted { .. } => Some("started"),
+            RunEvent::RunFinished { .. } => Some("finished"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, vec!["started", "finished"]);
+    match &recorded[0].event {
+        RunEvent::RunStarted { inputs, .. } => {
+            assert_eq!(inputs.get("API_TOKEN"), Some(&serde_json::json!("***")));
+            assert_eq!(inputs.get("env"), None);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    match &recorded.last().expect("an end").event {
+        RunEvent::RunFinished { result } => {
+            assert_eq!(result.status, RunStatus::Failure);
+            assert_eq!(result.exit_code, 1);
+            assert_eq!(
+                result.error.as_ref().map(|e| e.code.as_str()),
+                Some("USER.INPUT.VALIDATION_FAILED")
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(!format!("{recorded:?}").contains("sekrit-token-9"));
+
+    // Given: recorded started while it asked, then started again with the answer, and ended
+    // as any run.
+    let rec = Arc::new(Recorded::default());
+    let h = with_recorder(&rec).start_run(req).await.expect("starts");
+    let (_, result, _) = drive(h, |r, h| {
+        h.respond(&r.request_id, Answer::Value("dev".into()))
+            .expect("accepted");
+    })
+    .await;
+    assert_eq!(result.expect("finished").status, RunStatus::Success);
+    let recorded = rec.0.lock().unwrap().clone();
+    let started: Vec<Option<serde_json::Value>> = recorded
+        .iter()
+        .filter_map(|e| match &e.event {
+            RunEvent::RunStarted { inputs, .. } => Some(inputs.get("env").cloned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, vec![None, Some(serde_json::json!("dev"))]);
+    assert!(
+        matches!(&recorded.last().expect("an end").event, RunEvent::RunFinished { result } if result.status == RunStatus::Success)
+    );
+    assert!(!format!("{recorded:?}").contains("sekrit-token-9"));
+}

@@ -124,6 +124,30 @@ impl Emitter {
         });
     }
 
+    /// [`Emitter::emit_at`] to `sinks` only (the run's recorders, not its front-end): the
+    /// record of a run that asks for its inputs before it starts. The envelope takes the
+    /// run's next `seq` all the same.
+    pub(crate) fn emit_to(
+        &self,
+        sinks: &[Arc<dyn EventPublisher>],
+        event: RunEvent,
+        at: SystemTime,
+    ) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let envelope = EventEnvelope {
+            seq,
+            run_id: self.run_id.clone(),
+            parent_run_id: self.parent.clone(),
+            at,
+            path: String::new(),
+            iteration: None,
+            event,
+        };
+        for s in sinks {
+            s.emit(envelope.clone());
+        }
+    }
+
     /// Waits until the run's start is written where the sink checks it
     /// ([`EventPublisher::start_recorded`]), or `token` is cancelled; the error that kept it
     /// from being written. `Ok` at once with a sink that does not check it.
@@ -339,6 +363,11 @@ pub(crate) struct AskInputs {
     pub(crate) given: Vec<(String, String)>,
     /// Configuration inputs.
     pub(crate) config: Map<String, Value>,
+    /// The inputs given so far, resolved (the missing ones left out): what the run's record
+    /// holds while it asks.
+    pub(crate) known: Map<String, Value>,
+    /// Record the run while it asks ([`crate::Facade::recording_unstarted`]).
+    pub(crate) record: bool,
 }
 
 /// The inputs exported to commands as environment variables: only the ones `wf` declares
@@ -720,6 +749,138 @@ impl Run {
         let Some(ask) = lock(&self.ask_inputs).take() else {
             return Ok(());
         };
+        let recorders = if ask.record {
+            self.svc.recorders.clone()
+        } else {
+            Vec::new()
+        };
+        let asked_at = self.svc.clock.now();
+        if !recorders.is_empty() {
+            self.record_asking(&recorders, &ask, asked_at);
+        }
+        let asked = self.ask_inputs(ask).await;
+        if let Err(e) = &asked
+            && !recorders.is_empty()
+        {
+            self.record_not_started(&recorders, e, asked_at).await;
+        }
+        asked
+    }
+
+    /// The record of a run that asks for its missing inputs before it starts, written from
+    /// then on (breaker: such a run of `awf serve` was listed by `/api/executions` but not
+    /// in the history nor its stats, and a cancel or a restart left nothing of it): a
+    /// `RunStarted` with the inputs given so far (secret-named ones and secret values
+    /// masked, as every record has them) handed to the recorders only (state record and
+    /// history row `running`, audit line); the run's own `RunStarted`, once its inputs are
+    /// given, records it again whole, and the front-end sees only that one.
+    fn record_asking(
+        &self,
+        recorders: &[Arc<dyn EventPublisher>],
+        ask: &AskInputs,
+        at: SystemTime,
+    ) {
+        let mut shown = ask.known.clone();
+        awf_domain::mask::redact_named(&mut shown);
+        let mut masker = self.masker();
+        masker.extend(&Masker::from_named(
+            ask.given.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ));
+        for v in shown.values_mut() {
+            masker.mask_json(v);
+        }
+        let event = RunEvent::RunStarted {
+            workflow: self.wf.name.clone(),
+            identifier: self.wf.source.identifier.clone(),
+            workflow_path: self
+                .wf
+                .source
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string()),
+            inputs: shown,
+            resumed_from: None,
+            pid: self.svc.host.pid(),
+            mocks: self
+                .mocks
+                .iter()
+                .map(|(step, fields)| {
+                    let fields = fields
+                        .iter()
+                        .map(|(f, v)| (f.clone(), masker.mask(v).into_owned()))
+                        .collect();
+                    (step.clone(), fields)
+                })
+                .collect(),
+            working_dir: Some(self.working_dir.display().to_string()).filter(|d| !d.is_empty()),
+        };
+        self.emitter.emit_to(recorders, event, at);
+    }
+
+    /// Ends the record [`Run::record_asking`] began for a run that never got its inputs:
+    /// `cancelled` (the cancel's exit code) when it was cancelled while it asked, else
+    /// `failed` with `why` (an input not given, the inputs not resolving); no state ran.
+    async fn record_not_started(
+        &self,
+        recorders: &[Arc<dyn EventPublisher>],
+        why: &AwfError,
+        asked_at: SystemTime,
+    ) {
+        let cancelled = why.code() == ErrorCode::ExecutionRunCancelled;
+        let (status, exit_code) = if cancelled {
+            (
+                RunStatus::Cancelled,
+                self.cancel
+                    .reason()
+                    .map_or(CancelReason::Requested.exit_code(), CancelReason::exit_code),
+            )
+        } else {
+            (RunStatus::Failure, why.code().exit_code())
+        };
+        let end = self.svc.clock.now();
+        let result = RunResult {
+            run_id: Some(self.run_id.clone()),
+            workflow: self.wf.source.identifier.clone(),
+            status,
+            exit_code,
+            terminal: None,
+            duration_ms: end
+                .duration_since(asked_at)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            states: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            error: Some(why.body()),
+            message: None,
+            spend: None,
+        };
+        self.emitter.emit_to(
+            recorders,
+            RunEvent::RunFinished {
+                result: Box::new(result),
+            },
+            end,
+        );
+        // Written before the run's end is shown (the run service shows it once this task
+        // ends): whoever sees it ended, or restarts the server then, finds it so on record.
+        let mut blocking = Vec::new();
+        for r in recorders {
+            match r.flushed() {
+                Some(done) => done.await,
+                None => blocking.push(Arc::clone(r)),
+            }
+        }
+        if !blocking.is_empty() {
+            let _ = tokio::task::spawn_blocking(move || {
+                for r in &blocking {
+                    r.flush();
+                }
+            })
+            .await;
+        }
+    }
+
+    /// [`Run::ask_missing_inputs`]' questions, then the inputs resolved.
+    async fn ask_inputs(&self, ask: AskInputs) -> Result<(), AwfError> {
         let mut given = ask.given;
         for def in &ask.missing {
             let secret = awf_domain::mask::is_secret_name(&def.name);

@@ -72,16 +72,25 @@ pub struct ServiceConfig {
     /// with the slowest one's backlog instead. For a front-end that must show everything and
     /// subscribes at once (the terminal); off for servers.
     pub keep_unread: bool,
+    /// Record a run that asks for its missing required inputs before it starts (started
+    /// with `prompt_missing_inputs`) from the moment it asks: a `running` state record and
+    /// history row, ended `cancelled` or `failed` when it never gets them. For the servers,
+    /// whose `start` answers while the run asks (it is listed, counted, and kept across a
+    /// restart); off for the terminal, where the person asked is at the prompt and a run
+    /// left there records nothing.
+    pub record_unstarted: bool,
 }
 
 impl Default for ServiceConfig {
-    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag.
+    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag, runs
+    /// that ask for their inputs recorded at once.
     fn default() -> Self {
         Self {
             max_live_runs: 64,
             finished_ttl: Duration::from_secs(600),
             log_budget_bytes: 64 << 20,
             keep_unread: false,
+            record_unstarted: true,
         }
     }
 }
@@ -412,7 +421,7 @@ impl RunManager {
     /// As [`RunManager::new`], with the time source of the TTL.
     pub(crate) fn with_clock(services: Services, config: ServiceConfig, clock: Clock) -> Self {
         Self {
-            facade: Facade::new(services),
+            facade: Facade::new(services).recording_unstarted(config.record_unstarted),
             config,
             clock,
             registry: Arc::new(Mutex::new(Registry::default())),
@@ -814,9 +823,15 @@ impl RunService for RunManager {
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
         // Ended here before it started (its missing inputs refused, or cancelled while it
-        // asked): nothing of it was recorded, so nothing resumes (breaker: "workflow
-        // execution not found" for a run GET shows).
-        if let Some(e) = self.entry(&id)
+        // asked) with nothing of it recorded (no store, or a service that records such
+        // runs only once they start): nothing resumes (breaker: "workflow execution not
+        // found" for a run GET shows). One recorded while it asked resumes as any recorded
+        // run: from its first state, with the inputs it was given.
+        let records_unstarted = self.config.record_unstarted
+            && !self.facade.services().recorders.is_empty()
+            && self.facade.services().state_store.is_some();
+        if !records_unstarted
+            && let Some(e) = self.entry(&id)
             && let Ending::NotStarted(why) = &*e.ending.borrow()
         {
             let why = why

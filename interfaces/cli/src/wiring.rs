@@ -34,6 +34,7 @@ pub fn run_service(services: Services) -> Arc<dyn RunService> {
         awf_application::ServiceConfig {
             log_budget_bytes: 0,
             keep_unread: true,
+            record_unstarted: false,
             ..awf_application::ServiceConfig::default()
         },
     ))
