@@ -120,6 +120,36 @@ impl Diags {
 
     /// A string field: any scalar is accepted as its text; null = absent.
     pub fn string(&mut self, node: &Node, path: &str) -> Option<String> {
+        self.string_at(node, &|| path.to_owned())
+    }
+
+    /// A boolean field: `true`/`false` (YAML 1.2), and the YAML 1.1 words yaml.v3 accepts
+    /// in a typed `bool` field (`y`, `yes`, `on` / `n`, `no`, `off`, in its casings), as
+    /// AWF (Go) reads them; like yaml.v3, it takes those words quoted too, but not a quoted
+    /// `"true"`.
+    pub fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
+        self.boolean_at(node, &|| path.to_owned())
+    }
+
+    /// An integer field (a quoted integer is accepted too).
+    pub fn int(&mut self, node: &Node, path: &str) -> Option<i64> {
+        self.int_at(node, &|| path.to_owned())
+    }
+
+    /// A number field.
+    pub fn float(&mut self, node: &Node, path: &str) -> Option<f64> {
+        self.float_at(node, &|| path.to_owned())
+    }
+
+    /// A list of strings (every scalar item accepted as text).
+    pub fn string_list(&mut self, node: &Node, path: &str) -> Vec<String> {
+        self.string_list_at(node, &|| path.to_owned())
+    }
+
+    // The readers below make the value's path only when they report it: most fields are
+    // well typed, and a path made for each one read was a tenth of `awf list` (issue 9).
+
+    fn string_at(&mut self, node: &Node, path: &dyn Fn() -> String) -> Option<String> {
         match &node.kind {
             NodeKind::Scalar { text, .. } => {
                 if node.is_null() {
@@ -129,43 +159,37 @@ impl Diags {
                 }
             }
             _ => {
-                self.wrong_type(path, node, "a string");
+                self.wrong_type(&path(), node, "a string");
                 None
             }
         }
     }
 
-    /// A boolean field: `true`/`false` (YAML 1.2), and the YAML 1.1 words yaml.v3 accepts
-    /// in a typed `bool` field (`y`, `yes`, `on` / `n`, `no`, `off`, in its casings), as
-    /// AWF (Go) reads them; like yaml.v3, it takes those words quoted too, but not a quoted
-    /// `"true"`.
-    pub fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
+    fn boolean_at(&mut self, node: &Node, path: &dyn Fn() -> String) -> Option<bool> {
         match node.scalar() {
             Some(Scalar::Bool(b)) => Some(b),
             Some(Scalar::Null) => None,
             Some(Scalar::Str(s)) if yaml11_bool(&s).is_some() => yaml11_bool(&s),
             _ => {
-                self.wrong_type(path, node, "a boolean (true or false)");
+                self.wrong_type(&path(), node, "a boolean (true or false)");
                 None
             }
         }
     }
 
-    /// An integer field (a quoted integer is accepted too).
-    pub fn int(&mut self, node: &Node, path: &str) -> Option<i64> {
+    fn int_at(&mut self, node: &Node, path: &dyn Fn() -> String) -> Option<i64> {
         match node.scalar() {
             Some(Scalar::Int(i)) => Some(i),
             Some(Scalar::Str(s)) if s.trim().parse::<i64>().is_ok() => s.trim().parse().ok(),
             Some(Scalar::Null) => None,
             _ => {
-                self.wrong_type(path, node, "an integer");
+                self.wrong_type(&path(), node, "an integer");
                 None
             }
         }
     }
 
-    /// A number field.
-    pub fn float(&mut self, node: &Node, path: &str) -> Option<f64> {
+    fn float_at(&mut self, node: &Node, path: &dyn Fn() -> String) -> Option<f64> {
         match node.scalar() {
             #[allow(clippy::cast_precision_loss)]
             Some(Scalar::Int(i)) => Some(i as f64),
@@ -173,23 +197,22 @@ impl Diags {
             Some(Scalar::Str(s)) if s.trim().parse::<f64>().is_ok() => s.trim().parse().ok(),
             Some(Scalar::Null) => None,
             _ => {
-                self.wrong_type(path, node, "a number");
+                self.wrong_type(&path(), node, "a number");
                 None
             }
         }
     }
 
-    /// A list of strings (every scalar item accepted as text).
-    pub fn string_list(&mut self, node: &Node, path: &str) -> Vec<String> {
+    fn string_list_at(&mut self, node: &Node, path: &dyn Fn() -> String) -> Vec<String> {
         match &node.kind {
             NodeKind::Seq(items) => items
                 .iter()
                 .enumerate()
-                .filter_map(|(i, n)| self.string(n, &format!("{path}.{i}")))
+                .filter_map(|(i, n)| self.string_at(n, &|| format!("{}.{i}", path())))
                 .collect(),
             _ if node.is_null() => Vec::new(),
             _ => {
-                self.wrong_type(path, node, "a list");
+                self.wrong_type(&path(), node, "a list");
                 Vec::new()
             }
         }
@@ -303,31 +326,31 @@ impl<'n> Fields<'n> {
     /// Reads a string field.
     pub fn string(&mut self, key: &'static str, d: &mut Diags) -> Option<String> {
         let n = self.take(key)?;
-        d.string(n, &self.child(key))
+        d.string_at(n, &|| self.child(key))
     }
 
     /// Reads a boolean field.
     pub fn boolean(&mut self, key: &'static str, d: &mut Diags) -> Option<bool> {
         let n = self.take(key)?;
-        d.boolean(n, &self.child(key))
+        d.boolean_at(n, &|| self.child(key))
     }
 
     /// Reads an integer field.
     pub fn int(&mut self, key: &'static str, d: &mut Diags) -> Option<i64> {
         let n = self.take(key)?;
-        d.int(n, &self.child(key))
+        d.int_at(n, &|| self.child(key))
     }
 
     /// Reads a number field.
     pub fn float(&mut self, key: &'static str, d: &mut Diags) -> Option<f64> {
         let n = self.take(key)?;
-        d.float(n, &self.child(key))
+        d.float_at(n, &|| self.child(key))
     }
 
     /// Reads a list of strings.
     pub fn string_list(&mut self, key: &'static str, d: &mut Diags) -> Vec<String> {
         match self.take(key) {
-            Some(n) => d.string_list(n, &self.child(key)),
+            Some(n) => d.string_list_at(n, &|| self.child(key)),
             None => Vec::new(),
         }
     }
