@@ -1703,145 +1703,167 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = validate::structural(wf);
     // A transition's `when` that does not compile is an invalid transition; a loop's
     // `while:` or `break_when:`, an invalid state (it was coded as a transition).
-    let expr = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
-        let code = if path.contains(".transitions.") {
+    // Paths are made only for a finding (`path()`): most texts have none, and a path made
+    // for each one was a tenth of `awf list` (issue 9).
+    let code_at = |path: &str| {
+        if path.contains(".transitions.") {
             ErrorCode::WorkflowValidationInvalidTransition
         } else {
             ErrorCode::WorkflowValidationInvalidState
-        };
+        }
+    };
+    let expr = |path: &dyn Fn() -> String, text: &str, out: &mut Vec<Diagnostic>| {
         if let Some(kind) =
             non_boolean_literal(text).or_else(|| constant_non_boolean(services, text))
         {
             // Compiles, but can never give true or false (breaker: `when: 5` validated,
             // then the run failed with "must give a boolean, got a number").
+            let path = path();
             out.push(
                 Diagnostic::error(
-                    code,
+                    code_at(&path),
                     path,
                     format!("expression `{text}` is a {kind}, not a condition: it must give true or false"),
                 )
                 .with_hint("compare it, e.g. `states.build.ExitCode == 0`, or write `true`"),
             );
         } else if let Err(e) = services.expressions.check(text) {
+            let path = path();
             out.push(check_failure(
-                code,
+                code_at(&path),
                 path,
                 &format!("expression `{text}` does not compile"),
                 &e,
             ));
         }
     };
-    let tpl = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
+    let tpl = |path: &dyn Fn() -> String, text: &str, out: &mut Vec<Diagnostic>| {
         if text.contains("{{")
             && let Err(e) = services.interpolator.check(text)
         {
             out.push(check_failure(
                 ErrorCode::WorkflowValidationInvalidReference,
-                path,
+                path(),
                 TEMPLATE_DOES_NOT_PARSE,
                 &e,
             ));
         }
     };
-    let hooks = |base: String, actions: &[HookAction], out: &mut Vec<Diagnostic>| {
+    let hooks = |base: &dyn Fn() -> String, actions: &[HookAction], out: &mut Vec<Diagnostic>| {
         for (i, a) in actions.iter().enumerate() {
             match a {
-                HookAction::Log(t) => tpl(format!("{base}.{i}.log"), t, out),
-                HookAction::Command(t) => tpl(format!("{base}.{i}.command"), t, out),
+                HookAction::Log(t) => tpl(&|| format!("{}.{i}.log", base()), t, out),
+                HookAction::Command(t) => tpl(&|| format!("{}.{i}.command", base()), t, out),
             }
         }
     };
     for (name, state) in &wf.states {
         // An inline `on_failure`'s terminal by where it is written (`states.a.on_failure`).
-        let base = awf_domain::workflow::state_path(name);
+        let base = || awf_domain::workflow::state_path(name);
         for (i, t) in state.transitions.iter().enumerate() {
             if let Some(w) = &t.when
                 && !w.trim().is_empty()
             {
-                expr(format!("{base}.transitions.{i}.when"), w, &mut out);
+                expr(&|| format!("{}.transitions.{i}.when", base()), w, &mut out);
             }
         }
-        hooks(format!("{base}.hooks.pre"), &state.hooks.pre, &mut out);
-        hooks(format!("{base}.hooks.post"), &state.hooks.post, &mut out);
+        hooks(
+            &|| format!("{}.hooks.pre", base()),
+            &state.hooks.pre,
+            &mut out,
+        );
+        hooks(
+            &|| format!("{}.hooks.post", base()),
+            &state.hooks.post,
+            &mut out,
+        );
         if let Some(a) = &state.approval {
-            tpl(format!("{base}.approval.message"), &a.message, &mut out);
+            tpl(
+                &|| format!("{}.approval.message", base()),
+                &a.message,
+                &mut out,
+            );
         }
         match &state.kind {
             StateKind::Command(c) => {
                 match &c.source {
                     awf_domain::workflow::CommandSource::Inline(t) => {
-                        tpl(format!("{base}.command"), t, &mut out)
+                        tpl(&|| format!("{}.command", base()), t, &mut out)
                     }
                     awf_domain::workflow::CommandSource::ScriptFile(t) => {
-                        tpl(format!("{base}.script_file"), t, &mut out);
+                        tpl(&|| format!("{}.script_file", base()), t, &mut out);
                     }
                 }
                 if let Some(d) = &c.dir {
-                    tpl(format!("{base}.dir"), d, &mut out);
+                    tpl(&|| format!("{}.dir", base()), d, &mut out);
                 }
             }
             StateKind::Loop(l) => {
                 match &l.over {
-                    LoopOver::Items(t) => tpl(format!("{base}.items"), t, &mut out),
-                    LoopOver::While(w) => expr(format!("{base}.while"), w, &mut out),
+                    LoopOver::Items(t) => tpl(&|| format!("{}.items", base()), t, &mut out),
+                    LoopOver::While(w) => expr(&|| format!("{}.while", base()), w, &mut out),
                 }
                 if let Some(b) = &l.break_when {
-                    expr(format!("{base}.break_when"), b, &mut out);
+                    expr(&|| format!("{}.break_when", base()), b, &mut out);
                 }
                 if let awf_domain::workflow::MaxIterations::Dynamic(m) = &l.max_iterations {
-                    tpl(format!("{base}.max_iterations"), m, &mut out);
+                    tpl(&|| format!("{}.max_iterations", base()), m, &mut out);
                 }
             }
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
-                    tpl(format!("{base}.message"), m, &mut out);
+                    tpl(&|| format!("{}.message", base()), m, &mut out);
                 }
             }
             StateKind::CallWorkflow(c) => {
                 for (k, v) in &c.inputs {
-                    tpl(format!("{base}.inputs.{k}"), v, &mut out);
+                    tpl(&|| format!("{}.inputs.{k}", base()), v, &mut out);
                 }
             }
             // What the step renders before it calls the agent (a `prompt_file`'s text is
             // checked by `file_references`, as a script's).
             StateKind::Agent(a) => {
                 if let Some(p) = &a.prompt {
-                    tpl(format!("{base}.prompt"), p, &mut out);
+                    tpl(&|| format!("{}.prompt", base()), p, &mut out);
                 }
                 if let Some(f) = &a.prompt_file {
-                    tpl(format!("{base}.prompt_file"), f, &mut out);
+                    tpl(&|| format!("{}.prompt_file", base()), f, &mut out);
                 }
                 if let Some(s) = &a.system_prompt {
-                    tpl(format!("{base}.system_prompt"), s, &mut out);
+                    tpl(&|| format!("{}.system_prompt", base()), s, &mut out);
                 }
                 if let Some(c) = a
                     .conversation
                     .as_ref()
                     .and_then(|c| c.inject_context.as_ref())
                 {
-                    tpl(format!("{base}.conversation.inject_context"), c, &mut out);
+                    tpl(
+                        &|| format!("{}.conversation.inject_context", base()),
+                        c,
+                        &mut out,
+                    );
                 }
             }
             StateKind::Operation(_) | StateKind::Parallel(_) => {}
         }
     }
     hooks(
-        "hooks.workflow_start".into(),
+        &|| "hooks.workflow_start".to_owned(),
         &wf.hooks.workflow_start,
         &mut out,
     );
     hooks(
-        "hooks.workflow_end".into(),
+        &|| "hooks.workflow_end".to_owned(),
         &wf.hooks.workflow_end,
         &mut out,
     );
     hooks(
-        "hooks.workflow_error".into(),
+        &|| "hooks.workflow_error".to_owned(),
         &wf.hooks.workflow_error,
         &mut out,
     );
     hooks(
-        "hooks.workflow_cancel".into(),
+        &|| "hooks.workflow_cancel".to_owned(),
         &wf.hooks.workflow_cancel,
         &mut out,
     );

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::collections::HashSet;
 use std::collections::VecDeque;
+use std::fmt;
 
 use crate::error::ErrorCode;
 use crate::ports::repository::Diagnostic;
@@ -256,30 +257,89 @@ fn invalid_state(path: String, message: impl Into<String>) -> Diagnostic {
     Diagnostic::error(ErrorCode::WorkflowValidationInvalidState, path, message)
 }
 
+/// The path of state `name` in a diagnostic, `states.<name>` (`format!("{base}.prompt")`),
+/// written out only when a diagnostic is made: most states get none, and a path made for
+/// each state was a tenth of `awf list` (issue 9).
+#[derive(Clone, Copy, Debug)]
+struct StateBase<'a>(&'a str);
+
+impl fmt::Display for StateBase<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "states.{}", self.0)
+    }
+}
+
+/// Where a state names another, below the state's path: `field` (`on_success`), with an
+/// index `field.<i>` (`parallel.0`), and a key after it `field.<i>.<after>`
+/// (`transitions.0.goto`). Written out only for a reference to a state that does not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RouteField {
+    field: &'static str,
+    index: Option<usize>,
+    after: Option<&'static str>,
+}
+
+impl RouteField {
+    /// `field` itself.
+    fn named(field: &'static str) -> Self {
+        Self {
+            field,
+            index: None,
+            after: None,
+        }
+    }
+
+    /// Item `index` of list `field`.
+    fn item(field: &'static str, index: usize) -> Self {
+        Self {
+            field,
+            index: Some(index),
+            after: None,
+        }
+    }
+}
+
+impl fmt::Display for RouteField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.field)?;
+        if let Some(i) = self.index {
+            write!(f, ".{i}")?;
+        }
+        if let Some(after) = self.after {
+            write!(f, ".{after}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Every state name referenced by `state`, with the field path suffix and field label.
-fn targets(state: &State) -> Vec<(String, &'static str, &str)> {
-    let mut out: Vec<(String, &'static str, &str)> = Vec::new();
+fn targets(state: &State) -> Vec<(RouteField, &'static str, &str)> {
+    let mut out: Vec<(RouteField, &'static str, &str)> = Vec::new();
     if let Some(t) = &state.on_success {
-        out.push(("on_success".to_owned(), "on_success", t));
+        out.push((RouteField::named("on_success"), "on_success", t));
     }
     if let Some(t) = &state.on_failure {
-        out.push(("on_failure".to_owned(), "on_failure", t));
+        out.push((RouteField::named("on_failure"), "on_failure", t));
     }
     for (i, t) in state.transitions.iter().enumerate() {
-        out.push((format!("transitions.{i}.goto"), "transition goto", &t.goto));
+        let goto = RouteField {
+            after: Some("goto"),
+            ..RouteField::item("transitions", i)
+        };
+        out.push((goto, "transition goto", &t.goto));
     }
     match &state.kind {
         StateKind::Parallel(p) => {
             for (i, b) in p.branches.iter().enumerate() {
-                out.push((format!("parallel.{i}"), "parallel branch", b));
+                out.push((RouteField::item("parallel", i), "parallel branch", b));
             }
         }
         StateKind::Loop(l) => {
             for (i, b) in l.body.iter().enumerate() {
-                out.push((format!("body.{i}"), "body", b));
+                out.push((RouteField::item("body", i), "body", b));
             }
             if let Some(t) = &l.on_complete {
-                out.push(("on_complete".to_owned(), "on_complete", t));
+                out.push((RouteField::named("on_complete"), "on_complete", t));
             }
         }
         StateKind::Agent(a) => {
@@ -288,7 +348,8 @@ fn targets(state: &State) -> Vec<(String, &'static str, &str)> {
                 .as_ref()
                 .and_then(|c| c.continue_from.as_ref())
             {
-                out.push(("conversation.continue_from".to_owned(), "continue_from", t));
+                let field = RouteField::named("conversation.continue_from");
+                out.push((field, "continue_from", t));
             }
         }
         _ => {}
@@ -337,7 +398,7 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
         }
     }
     for (name, s) in &wf.states {
-        let base = format!("states.{name}");
+        let base = StateBase(name);
         for (suffix, label, target) in targets(s) {
             if !wf.states.contains_key(target) {
                 out.push(missing_state(
@@ -361,7 +422,7 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                     out.push(
                         Diagnostic::error(
                             ErrorCode::WorkflowValidationNoExit,
-                            base.clone(),
+                            base.to_string(),
                             format!("loop \"{name}\" has no on_complete: the run would stop here"),
                         )
                         .with_hint("add `on_complete: <next state>`"),
@@ -373,7 +434,7 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                     out.push(
                         Diagnostic::error(
                             ErrorCode::WorkflowValidationNoExit,
-                            base.clone(),
+                            base.to_string(),
                             format!("state \"{name}\" has no way out (no on_success, on_failure or transitions)"),
                         )
                         .with_hint("add `on_success: <next state>`"),
@@ -414,7 +475,7 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                 out.push(
                     Diagnostic::warning(
                         ErrorCode::WorkflowValidationNoExit,
-                        base.clone(),
+                        base.to_string(),
                         format!(
                             "{noun} \"{name}\" has no route when it {event}{why}: \
                              the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
@@ -427,8 +488,8 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
         if let StateKind::Parallel(p) = &s.kind {
             branch_warnings(wf, name, &p.branches, &mut out);
         }
-        per_type(name, s, &base, &mut out);
-        approval_checks(name, s, &base, &mut out);
+        per_type(name, s, base, &mut out);
+        approval_checks(name, s, base, &mut out);
     }
     out.extend(nul_in_commands(wf));
     out.extend(containment(wf));
@@ -441,40 +502,57 @@ pub const NUL_IN_YAML_HINT: &str = "in a YAML double-quoted string `\\0` is a NU
      `\\033` on to the command (printf), or use single quotes or a block scalar (`|`), \
      where a backslash is itself";
 
+/// A text's path handed to a visitor of texts ([`inline_commands`], [`process_texts`]),
+/// which makes it (`path()`) only when it reports something: most texts get no finding, and
+/// a path made for each one was a tenth of `awf list` (issue 9).
+type LazyPath<'a> = &'a dyn Fn() -> String;
+
 /// Calls `f` with each hook command of `actions` and its path (`<path>.<i>`).
-fn hook_commands(actions: &[HookAction], path: &str, f: &mut dyn FnMut(&str, String)) {
+fn hook_commands(
+    actions: &[HookAction],
+    path: LazyPath<'_>,
+    f: &mut dyn FnMut(&str, LazyPath<'_>),
+) {
     for (i, a) in actions.iter().enumerate() {
         if let HookAction::Command(text) = a {
-            f(text, format!("{path}.{i}"));
+            f(text, &|| format!("{}.{i}", path()));
         }
     }
 }
 
 /// Calls `f` with each hook command of state `name` (its pre hooks, then its post hooks) and
 /// its path (`states.<s>.hooks.pre.<i>`).
-fn state_hook_commands(name: &str, state: &State, f: &mut dyn FnMut(&str, String)) {
-    hook_commands(&state.hooks.pre, &format!("states.{name}.hooks.pre"), f);
-    hook_commands(&state.hooks.post, &format!("states.{name}.hooks.post"), f);
+fn state_hook_commands(name: &str, state: &State, f: &mut dyn FnMut(&str, LazyPath<'_>)) {
+    hook_commands(&state.hooks.pre, &|| format!("states.{name}.hooks.pre"), f);
+    hook_commands(
+        &state.hooks.post,
+        &|| format!("states.{name}.hooks.post"),
+        f,
+    );
 }
 
 /// Calls `f` with each of the workflow's own hook commands and its path (`hooks.<hook>.<i>`).
-fn workflow_hook_commands(wf: &Workflow, f: &mut dyn FnMut(&str, String)) {
+fn workflow_hook_commands(wf: &Workflow, f: &mut dyn FnMut(&str, LazyPath<'_>)) {
     let h = &wf.hooks;
-    hook_commands(&h.workflow_start, "hooks.workflow_start", f);
-    hook_commands(&h.workflow_end, "hooks.workflow_end", f);
-    hook_commands(&h.workflow_error, "hooks.workflow_error", f);
-    hook_commands(&h.workflow_cancel, "hooks.workflow_cancel", f);
+    hook_commands(&h.workflow_start, &|| "hooks.workflow_start".to_owned(), f);
+    hook_commands(&h.workflow_end, &|| "hooks.workflow_end".to_owned(), f);
+    hook_commands(&h.workflow_error, &|| "hooks.workflow_error".to_owned(), f);
+    hook_commands(
+        &h.workflow_cancel,
+        &|| "hooks.workflow_cancel".to_owned(),
+        f,
+    );
 }
 
 /// Calls `f` with each command text written in `wf` and its path: a step's inline
 /// `command:` (`states.<s>.command`), its pre and post hook commands
 /// (`states.<s>.hooks.pre.<i>`), and the workflow's hook commands (`hooks.<hook>.<i>`).
-fn inline_commands(wf: &Workflow, f: &mut dyn FnMut(&str, String)) {
+fn inline_commands(wf: &Workflow, f: &mut dyn FnMut(&str, LazyPath<'_>)) {
     for (name, state) in &wf.states {
         if let StateKind::Command(c) = &state.kind
             && let CommandSource::Inline(text) = &c.source
         {
-            f(text, format!("states.{name}.command"));
+            f(text, &|| format!("states.{name}.command"));
         }
         state_hook_commands(name, state, f);
     }
@@ -500,22 +578,22 @@ const NON_ARGV_PROVIDERS: &[&str] = &["openai_compatible", "acp"];
 /// [`NON_ARGV_PROVIDERS`]), its `prompt`, `system_prompt`, `conversation.inject_context`
 /// (sent with the prompt) and each string of its `options` (`states.<s>.options.<key>`, a
 /// list's strings `.<i>`), which reach the CLI's argv.
-fn process_texts(wf: &Workflow, f: &mut dyn FnMut(&str, String, &'static str)) {
+fn process_texts(wf: &Workflow, f: &mut dyn FnMut(&str, LazyPath<'_>, &'static str)) {
     fn option_strings(
         v: &serde_json::Value,
-        path: String,
-        f: &mut dyn FnMut(&str, String, &'static str),
+        path: LazyPath<'_>,
+        f: &mut dyn FnMut(&str, LazyPath<'_>, &'static str),
     ) {
         match v {
             serde_json::Value::String(s) => f(s, path, "option"),
             serde_json::Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    option_strings(item, format!("{path}.{i}"), f);
+                    option_strings(item, &|| format!("{}.{i}", path()), f);
                 }
             }
             serde_json::Value::Object(m) => {
                 for (k, item) in m {
-                    option_strings(item, format!("{path}.{k}"), f);
+                    option_strings(item, &|| format!("{}.{k}", path()), f);
                 }
             }
             serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
@@ -527,7 +605,7 @@ fn process_texts(wf: &Workflow, f: &mut dyn FnMut(&str, String, &'static str)) {
         match &state.kind {
             StateKind::Command(c) => {
                 if let Some(dir) = &c.dir {
-                    f(dir, format!("states.{name}.dir"), "working directory");
+                    f(dir, &|| format!("states.{name}.dir"), "working directory");
                 }
             }
             StateKind::Agent(a) => {
@@ -535,22 +613,26 @@ fn process_texts(wf: &Workflow, f: &mut dyn FnMut(&str, String, &'static str)) {
                 if provider.contains("{{") || NON_ARGV_PROVIDERS.contains(&provider) {
                     continue;
                 }
-                let base = format!("states.{name}");
+                let base = StateBase(name);
                 if let Some(p) = &a.prompt {
-                    f(p, format!("{base}.prompt"), "prompt");
+                    f(p, &|| format!("{base}.prompt"), "prompt");
                 }
                 if let Some(s) = &a.system_prompt {
-                    f(s, format!("{base}.system_prompt"), "system prompt");
+                    f(s, &|| format!("{base}.system_prompt"), "system prompt");
                 }
                 if let Some(c) = a
                     .conversation
                     .as_ref()
                     .and_then(|c| c.inject_context.as_ref())
                 {
-                    f(c, format!("{base}.conversation.inject_context"), "context");
+                    f(
+                        c,
+                        &|| format!("{base}.conversation.inject_context"),
+                        "context",
+                    );
                 }
                 for (k, v) in &a.options {
-                    option_strings(v, format!("{base}.options.{k}"), f);
+                    option_strings(v, &|| format!("{base}.options.{k}"), f);
                 }
             }
             _ => {}
@@ -567,11 +649,12 @@ fn process_texts(wf: &Workflow, f: &mut dyn FnMut(&str, String, &'static str)) {
 /// [`NUL_IN_YAML_HINT`] for a command, [`NUL_IN_TEXT_HINT`] for the others.
 pub fn nul_in_commands(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let mut check = |text: &str, path: String, what: &'static str| {
+    let mut check = |text: &str, path: LazyPath<'_>, what: &'static str| {
         let Some(at) = text.bytes().position(|b| b == 0) else {
             return;
         };
         let at = at + 1;
+        let path = path();
         let d = if what == "command" {
             invalid_state(
                 path,
@@ -1146,7 +1229,7 @@ fn ignored_keys(
 
 /// `approval:` gates: option ids unique, at least one option that allows and one that
 /// rejects, `on_timeout` naming an option (or approve / reject), and only with a `timeout`.
-fn approval_checks(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
+fn approval_checks(name: &str, s: &State, base: impl fmt::Display, out: &mut Vec<Diagnostic>) {
     let Some(a) = &s.approval else {
         return;
     };
@@ -1270,7 +1353,7 @@ fn operation_input_checks(
     name: &str,
     id: &str,
     o: &crate::workflow::OperationStep,
-    base: &str,
+    base: impl fmt::Display,
     out: &mut Vec<Diagnostic>,
 ) {
     let Some(known) = crate::ports::operations::builtin_inputs_of(id) else {
@@ -1447,7 +1530,7 @@ fn mcp_proxy_checks(
     }
 }
 
-fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
+fn per_type(name: &str, s: &State, base: impl fmt::Display, out: &mut Vec<Diagnostic>) {
     match &s.kind {
         StateKind::Parallel(p) => {
             if p.branches.is_empty() {
@@ -1601,7 +1684,7 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
             } else if !crate::ports::operations::BUILTIN_OPERATIONS.contains(&id) {
                 out.push(unknown_operation(name, id, &format!("{base}.operation")));
             } else {
-                operation_input_checks(name, id, o, base, out);
+                operation_input_checks(name, id, o, &base, out);
             }
         }
         StateKind::CallWorkflow(c) => {
@@ -1968,7 +2051,7 @@ pub fn hook_input_variables(wf: &Workflow) -> Vec<Diagnostic> {
     if names.is_empty() {
         return out;
     }
-    let mut check = |text: &str, path: String| {
+    let mut check = |text: &str, path: LazyPath<'_>| {
         for name in shell_variables_read(text) {
             if !names.contains(&name.as_str()) {
                 continue;
@@ -1976,7 +2059,7 @@ pub fn hook_input_variables(wf: &Workflow) -> Vec<Diagnostic> {
             out.push(
                 Diagnostic::warning(
                     ErrorCode::WorkflowValidationInvalidReference,
-                    format!("{path}.command"),
+                    format!("{}.command", path()),
                     format!(
                         "the hook command reads ${name}, but hooks do not get the inputs as environment variables (steps do; as in AWF (Go)): ${name} there is awf's own environment's, most often empty"
                     ),
@@ -2123,7 +2206,10 @@ pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"
 pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     inline_commands(wf, &mut |text, path| {
-        shell_value_checks(wf, text, &path, &mut out, true);
+        // Without an action there is no value to check (`shell_actions` finds none).
+        if text.contains("{{") {
+            shell_value_checks(wf, text, &path(), &mut out, true);
+        }
     });
     out
 }
@@ -3283,14 +3369,20 @@ impl<'a> RefCtx<'a> {
     /// [`RefCtx::check_text`] of a text §2.10 does not scan, for a loop item's field or key
     /// only ([`RefCtx::items_only`]: [`RefCtx::item_field`],
     /// [`RefCtx::indexed_scalar_item`]).
-    fn check_item_access(&mut self, text: &str, path: &str, site: Site<'_>) {
+    fn check_item_access(&mut self, text: &str, path: LazyPath<'_>, site: Site<'_>) {
         self.items_only = true;
         self.check_text(text, path, site);
         self.items_only = false;
     }
 
-    fn check_text(&mut self, text: &str, path: &str, site: Site<'_>) {
-        for action in actions(text) {
+    /// The `{{ … }}` actions of `text` (at `path`, made when it has one).
+    fn check_text(&mut self, text: &str, path: LazyPath<'_>, site: Site<'_>) {
+        let found = actions(text);
+        if found.is_empty() {
+            return;
+        }
+        let path: &str = &path();
+        for action in found {
             // Findings about this action point at it (inside a `command: |` block, its line).
             let before = self.out.len();
             let offset = (action.as_ptr() as usize)
@@ -3344,15 +3436,20 @@ impl<'a> RefCtx<'a> {
     }
 
     /// `max_iterations` without `{{ }}`: identifiers of an arithmetic expression.
-    fn check_bare(&mut self, text: &str, path: &str, site: Site<'_>) {
-        for token in reference_tokens(text) {
+    fn check_bare(&mut self, text: &str, path: LazyPath<'_>, site: Site<'_>) {
+        let tokens = reference_tokens(text);
+        if tokens.is_empty() {
+            return;
+        }
+        let path: &str = &path();
+        for token in tokens {
             self.check_token(&token, path, site);
         }
     }
 
     /// An expression (`when`, `while`, `break_when`): its identifiers, or its `{{ }}` actions
     /// when it is written as a template.
-    fn check_expr(&mut self, text: &str, path: &str) {
+    fn check_expr(&mut self, text: &str, path: LazyPath<'_>) {
         if text.contains("{{") {
             self.check_text(text, path, Site::Expr);
         } else {
@@ -3577,12 +3674,12 @@ impl<'a> RefCtx<'a> {
         }
     }
 
-    fn check_actions(&mut self, actions: &[HookAction], path: &str, site: Site<'_>) {
+    fn check_actions(&mut self, actions: &[HookAction], path: LazyPath<'_>, site: Site<'_>) {
         for (i, a) in actions.iter().enumerate() {
             let text = match a {
                 HookAction::Log(t) | HookAction::Command(t) => t,
             };
-            self.check_text(text, &format!("{path}.{i}"), site);
+            self.check_text(text, &|| format!("{}.{i}", path()), site);
         }
     }
 }
@@ -3678,7 +3775,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         out: Vec::new(),
     };
     for (name, s) in &wf.states {
-        let base = format!("states.{name}");
+        let base = StateBase(name);
         let site = Site::Step(name);
         match &s.kind {
             StateKind::Agent(a) => {
@@ -3694,30 +3791,32 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
                 ];
                 for (text, key) in texts {
                     if let Some(t) = text {
-                        ctx.check_item_access(t, &format!("{base}.{key}"), site);
+                        ctx.check_item_access(t, &|| format!("{base}.{key}"), site);
                     }
                 }
             }
             StateKind::CallWorkflow(c) => {
                 for (k, v) in &c.inputs {
-                    ctx.check_item_access(v, &format!("{base}.inputs.{k}"), site);
+                    ctx.check_item_access(v, &|| format!("{base}.inputs.{k}"), site);
                 }
             }
             StateKind::Command(c) => {
                 if let CommandSource::Inline(cmd) = &c.source {
-                    ctx.check_text(cmd, &format!("{base}.command"), site);
+                    ctx.check_text(cmd, &|| format!("{base}.command"), site);
                 }
                 if let Some(dir) = &c.dir {
-                    ctx.check_text(dir, &format!("{base}.dir"), site);
+                    ctx.check_text(dir, &|| format!("{base}.dir"), site);
                 }
             }
             StateKind::Loop(l) => {
                 match &l.over {
-                    LoopOver::Items(items) => ctx.check_text(items, &format!("{base}.items"), site),
-                    LoopOver::While(w) => ctx.check_expr(w, &format!("{base}.while")),
+                    LoopOver::Items(items) => {
+                        ctx.check_text(items, &|| format!("{base}.items"), site);
+                    }
+                    LoopOver::While(w) => ctx.check_expr(w, &|| format!("{base}.while")),
                 }
                 if let MaxIterations::Dynamic(m) = &l.max_iterations {
-                    let p = format!("{base}.max_iterations");
+                    let p = || format!("{base}.max_iterations");
                     if m.contains("{{") {
                         ctx.check_text(m, &p, site);
                     } else {
@@ -3725,7 +3824,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
                     }
                 }
                 if let Some(b) = &l.break_when {
-                    ctx.check_expr(b, &format!("{base}.break_when"));
+                    ctx.check_expr(b, &|| format!("{base}.break_when"));
                 }
             }
             // A terminal's message is rendered when the run ends: any state may have run,
@@ -3735,7 +3834,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
             // `states.__inline_error_a.message`).
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
-                    let path = format!("{}.message", crate::workflow::state_path(name));
+                    let path = || format!("{}.message", crate::workflow::state_path(name));
                     ctx.check_text(m, &path, Site::Workflow { error: true });
                 }
             }
@@ -3743,39 +3842,39 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         }
         // Rendered when the gate is asked, before the step runs.
         if let Some(a) = &s.approval {
-            ctx.check_text(&a.message, &format!("{base}.approval.message"), site);
+            ctx.check_text(&a.message, &|| format!("{base}.approval.message"), site);
         }
         for (i, t) in s.transitions.iter().enumerate() {
             if let Some(w) = &t.when {
-                ctx.check_expr(w, &format!("{base}.transitions.{i}.when"));
+                ctx.check_expr(w, &|| format!("{base}.transitions.{i}.when"));
             }
         }
-        ctx.check_actions(&s.hooks.pre, &format!("{base}.hooks.pre"), site);
+        ctx.check_actions(&s.hooks.pre, &|| format!("{base}.hooks.pre"), site);
         ctx.check_actions(
             &s.hooks.post,
-            &format!("{base}.hooks.post"),
+            &|| format!("{base}.hooks.post"),
             Site::PostHook(name),
         );
     }
     let h = &wf.hooks;
     ctx.check_actions(
         &h.workflow_start,
-        "hooks.workflow_start",
+        &|| "hooks.workflow_start".to_owned(),
         Site::Workflow { error: false },
     );
     ctx.check_actions(
         &h.workflow_end,
-        "hooks.workflow_end",
+        &|| "hooks.workflow_end".to_owned(),
         Site::Workflow { error: false },
     );
     ctx.check_actions(
         &h.workflow_error,
-        "hooks.workflow_error",
+        &|| "hooks.workflow_error".to_owned(),
         Site::Workflow { error: true },
     );
     ctx.check_actions(
         &h.workflow_cancel,
-        "hooks.workflow_cancel",
+        &|| "hooks.workflow_cancel".to_owned(),
         Site::Workflow { error: false },
     );
     ctx.out

@@ -3171,3 +3171,32 @@ fn shell_variables_read_leaves_out_what_the_command_assigns_first() {
     assert_eq!(shell_variables_read("echo $a; a=1"), ["a"]);
     assert_eq!(shell_variables_read(r#"echo "a=1" $a"#), ["a"]);
 }
+
+#[test]
+fn lazy_paths_write_the_paths_the_eager_ones_did() {
+    // `StateBase` and `RouteField` replace `format!("states.{name}")` and the suffixes
+    // `targets` made (`transitions.{i}.goto`, …): the same text, made only for a finding.
+    assert_eq!(StateBase("build").to_string(), "states.build");
+    assert_eq!(format!("{}.prompt", StateBase("a b")), "states.a b.prompt");
+    let goto = RouteField {
+        after: Some("goto"),
+        ..RouteField::item("transitions", 2)
+    };
+    let fields = [
+        (RouteField::named("on_success"), "on_success"),
+        (
+            RouteField::named("conversation.continue_from"),
+            "conversation.continue_from",
+        ),
+        (RouteField::item("parallel", 0), "parallel.0"),
+        (RouteField::item("body", 11), "body.11"),
+        (goto, "transitions.2.goto"),
+    ];
+    for (field, text) in fields {
+        assert_eq!(field.to_string(), text);
+        assert_eq!(
+            format!("{}.{field}", StateBase("s")),
+            format!("states.s.{text}")
+        );
+    }
+}

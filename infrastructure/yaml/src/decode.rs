@@ -573,13 +573,12 @@ fn decode_state(
     inline_terminals: &mut Vec<State>,
 ) -> Option<State> {
     let mut f = Fields::of(node, path, d, "a mapping (a state)")?;
-    let type_path = f.child("type");
     let ty = match f.string("type", d) {
         None => {
             let typo = f.misspelled(&["type"]);
             let e = d.error(
                 ErrorCode::WorkflowParseUnknownStepType,
-                &type_path,
+                &f.child("type"),
                 Some(node.pos),
                 format!("state \"{name}\" has no type"),
             );
@@ -597,7 +596,7 @@ fn decode_state(
                     .unwrap_or_else(|| format!("use one of {}", STATE_TYPES.join(", ")));
                 d.error(
                     ErrorCode::WorkflowParseUnknownStepType,
-                    &type_path,
+                    &f.child("type"),
                     pos,
                     format!("unknown step type: {t}"),
                 )
