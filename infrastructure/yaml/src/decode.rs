@@ -670,7 +670,7 @@ fn decode_state(
         "operation" => Some(decode_operation(&mut f, d)),
         _ => Some(decode_call(&mut f, d)),
     };
-    f.finish(d, &notes, &format!("a {ty} state"));
+    f.finish(d, &notes, format_args!("a {ty} state"));
     // A kind that failed to decode (its error is recorded) keeps the state and its routes
     // under an empty command, so later checks see the rest of the workflow.
     state.kind = kind.unwrap_or_else(|| {

@@ -123,14 +123,6 @@ impl Diags {
         self.string_at(node, &|| path.to_owned())
     }
 
-    /// A boolean field: `true`/`false` (YAML 1.2), and the YAML 1.1 words yaml.v3 accepts
-    /// in a typed `bool` field (`y`, `yes`, `on` / `n`, `no`, `off`, in its casings), as
-    /// AWF (Go) reads them; like yaml.v3, it takes those words quoted too, but not a quoted
-    /// `"true"`.
-    pub fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
-        self.boolean_at(node, &|| path.to_owned())
-    }
-
     /// An integer field (a quoted integer is accepted too).
     pub fn int(&mut self, node: &Node, path: &str) -> Option<i64> {
         self.int_at(node, &|| path.to_owned())
@@ -165,6 +157,10 @@ impl Diags {
         }
     }
 
+    /// A boolean field: `true`/`false` (YAML 1.2), and the YAML 1.1 words yaml.v3 accepts
+    /// in a typed `bool` field (`y`, `yes`, `on` / `n`, `no`, `off`, in its casings), as
+    /// AWF (Go) reads them; like yaml.v3, it takes those words quoted too, but not a quoted
+    /// `"true"`.
     fn boolean_at(&mut self, node: &Node, path: &dyn Fn() -> String) -> Option<bool> {
         match node.scalar() {
             Some(Scalar::Bool(b)) => Some(b),
@@ -357,7 +353,8 @@ impl<'n> Fields<'n> {
 
     /// Reports keys that were never read: `notes` lists documented-but-ineffective keys
     /// (`(key, note text)`); any other key is an unknown-field warning with a did-you-mean hint.
-    pub fn finish(self, d: &mut Diags, notes: &[(&str, &str)], what: &str) {
+    /// `what` is written only into a warning (`format_args!` makes nothing until then).
+    pub fn finish(self, d: &mut Diags, notes: &[(&str, &str)], what: impl std::fmt::Display) {
         let Some(entries) = self.node.entries() else {
             return;
         };
