@@ -789,7 +789,19 @@ impl Run {
         for v in shown.values_mut() {
             masker.mask_json(v);
         }
-        let event = RunEvent::RunStarted {
+        let event = self.run_started(shown, None, &masker);
+        self.emitter.emit_to(recorders, event, at);
+    }
+
+    /// The run's `RunStarted` event: `shown` its inputs as records show them (masked), its
+    /// mocks' values masked with `masker`.
+    fn run_started(
+        &self,
+        shown: serde_json::Map<String, serde_json::Value>,
+        resumed_from: Option<String>,
+        masker: &Masker,
+    ) -> RunEvent {
+        RunEvent::RunStarted {
             workflow: self.wf.name.clone(),
             identifier: self.wf.source.identifier.clone(),
             workflow_path: self
@@ -799,7 +811,7 @@ impl Run {
                 .as_ref()
                 .map(|p| p.display().to_string()),
             inputs: shown,
-            resumed_from: None,
+            resumed_from,
             pid: self.svc.host.pid(),
             mocks: self
                 .mocks
@@ -813,8 +825,7 @@ impl Run {
                 })
                 .collect(),
             working_dir: Some(self.working_dir.display().to_string()).filter(|d| !d.is_empty()),
-        };
-        self.emitter.emit_to(recorders, event, at);
+        }
     }
 
     /// Ends the record [`Run::record_asking`] began for a run that never got its inputs:
@@ -1392,31 +1403,7 @@ impl Run {
         self.emitter.emit_at(
             "",
             None,
-            RunEvent::RunStarted {
-                workflow: self.wf.name.clone(),
-                identifier: self.wf.source.identifier.clone(),
-                workflow_path: self
-                    .wf
-                    .source
-                    .path
-                    .as_ref()
-                    .map(|p| p.display().to_string()),
-                inputs: shown,
-                resumed_from: self.resume_at.clone(),
-                pid: self.svc.host.pid(),
-                mocks: self
-                    .mocks
-                    .iter()
-                    .map(|(step, fields)| {
-                        let fields = fields
-                            .iter()
-                            .map(|(f, v)| (f.clone(), masker.mask(v).into_owned()))
-                            .collect();
-                        (step.clone(), fields)
-                    })
-                    .collect(),
-                working_dir: Some(self.working_dir.display().to_string()).filter(|d| !d.is_empty()),
-            },
+            self.run_started(shown, self.resume_at.clone(), &masker),
             at,
         );
         for w in &self.warnings {
