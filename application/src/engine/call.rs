@@ -226,6 +226,7 @@ impl Run {
                 token: child_token.clone(),
                 reason: Arc::default(),
                 force: self.cancel.force.clone(),
+                at: Arc::clone(&self.cancel.at),
             },
             call_stack,
             inherited_secrets: self.masker(),

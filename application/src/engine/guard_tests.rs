@@ -204,3 +204,29 @@ async fn mutually_containing_blocks_and_loops_fail_cleanly() {
     assert_eq!(status, RunStatus::Failure);
     assert_eq!(code, Some(ErrorCode::WorkflowValidationCycleDetected));
 }
+
+/// The time `workflow_cancel` hooks get counts from the cancel (breaker: a step that took
+/// 6 s to stop left the hooks their full 10 s, 16 s after the cancel): what is left of
+/// the 10 s, at least 1 s; the whole 10 s without a recorded cancel.
+#[test]
+fn cancel_hooks_get_what_is_left_of_the_limit_since_the_cancel() {
+    use std::time::Duration;
+    let state = CancelState::default();
+    assert_eq!(state.hooks_budget(), super::CANCEL_HOOKS_TIMEOUT);
+    state.cancel(awf_domain::run::CancelReason::Requested);
+    assert!(state.hooks_budget() <= Duration::from_secs(10));
+    let since = |secs| {
+        let at = tokio::time::Instant::now()
+            .checked_sub(Duration::from_secs(secs))
+            .unwrap();
+        *state.at.lock().unwrap() = Some(at);
+        state.hooks_budget()
+    };
+    assert!(since(7) <= Duration::from_secs(3), "{:?}", since(7));
+    assert!(since(7) > Duration::from_secs(2), "{:?}", since(7));
+    assert_eq!(since(9), Duration::from_secs(1));
+    assert_eq!(since(60), Duration::from_secs(1));
+    // A second cancel keeps the first one's time.
+    state.cancel(awf_domain::run::CancelReason::Requested);
+    assert_eq!(state.hooks_budget(), Duration::from_secs(1));
+}

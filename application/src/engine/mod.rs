@@ -181,6 +181,10 @@ pub(crate) struct CancelState {
     pub(crate) reason: Arc<Mutex<Option<CancelReason>>>,
     /// Fired by a second cancel: stops the cleanup hooks (`workflow_cancel`, …) too.
     pub(crate) force: CancellationToken,
+    /// When the first cancel came: [`CANCEL_HOOKS_TIMEOUT`] counts from it (breaker: it
+    /// counted from the hooks' start, after the steps took up to 6 s to stop). Shared with
+    /// sub-runs, whose hooks are bounded by their parent's cancel.
+    pub(crate) at: Arc<Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl CancelState {
@@ -191,6 +195,7 @@ impl CancelState {
             *r = Some(reason);
         }
         drop(r);
+        lock(&self.at).get_or_insert_with(tokio::time::Instant::now);
         if self.token.is_cancelled() {
             self.force.cancel();
         }
@@ -199,6 +204,17 @@ impl CancelState {
 
     pub(crate) fn reason(&self) -> Option<CancelReason> {
         *lock(&self.reason)
+    }
+
+    /// How long the `workflow_cancel` hooks may still run: what is left of
+    /// [`CANCEL_HOOKS_TIMEOUT`] since the cancel, at least [`CANCEL_HOOKS_MIN`] (so a quick
+    /// clean-up still runs when the steps took long to stop). The whole limit when the run
+    /// was stopped without a recorded cancel (its token cancelled by its caller).
+    pub(crate) fn hooks_budget(&self) -> std::time::Duration {
+        let spent = lock(&self.at).map_or(std::time::Duration::ZERO, |at| at.elapsed());
+        CANCEL_HOOKS_TIMEOUT
+            .saturating_sub(spent)
+            .max(CANCEL_HOOKS_MIN)
     }
 }
 
@@ -521,6 +537,10 @@ fn shown_resolution(
 /// How long `workflow_cancel` hooks may run after a cancel before they are stopped (the run
 /// still ends as cancelled).
 pub(crate) const CANCEL_HOOKS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The least time `workflow_cancel` hooks get when the cancel's steps took (nearly) all of
+/// [`CANCEL_HOOKS_TIMEOUT`] to stop: a quick clean-up still runs.
+pub(crate) const CANCEL_HOOKS_MIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The failure of `workflow_cancel` hooks stopped by [`CANCEL_HOOKS_TIMEOUT`].
 fn cancel_hooks_timed_out() -> AwfError {
@@ -2155,8 +2175,10 @@ impl Run {
                 let guard = fresh.clone();
                 let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let fired_by_timer = std::sync::Arc::clone(&fired);
+                // Counted from the cancel, not from the hooks' start.
+                let budget = self.cancel.hooks_budget();
                 let timer = tokio::spawn(async move {
-                    tokio::time::sleep(CANCEL_HOOKS_TIMEOUT).await;
+                    tokio::time::sleep(budget).await;
                     fired_by_timer.store(true, std::sync::atomic::Ordering::SeqCst);
                     guard.cancel();
                 });

@@ -743,13 +743,27 @@ fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) {
 /// The nesting serde_json reads at most (its recursion limit).
 const SERDE_JSON_DEPTH: usize = 128;
 
+/// Whether a state file that did not parse (`e`) is a whole record (a JSON object) holding
+/// a value nested deeper than serde_json reads back, rather than a damaged file.
+fn too_deep_record(bytes: &[u8], e: &serde_json::Error) -> bool {
+    let object = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{');
+    object
+        && e.to_string().starts_with("recursion limit exceeded")
+        && awf_domain::json::text_depth(bytes) >= SERDE_JSON_DEPTH
+}
+
 /// Parses a state file: the snapshot (texts kept in files empty) and its `output_files`.
 fn parse_state(bytes: &[u8], path: &Path) -> Result<(RunSnapshot, FileRefs), AwfError> {
     let snap: RunSnapshot = serde_json::from_slice(bytes).map_err(|e| {
-        let depth = awf_domain::json::text_depth(bytes);
         // Not damaged: a value nested deeper than serde_json reads back (128 levels), taken
         // in by an awf that did not limit nesting. Moving it aside would lose a whole file.
-        let hint = if depth >= SERDE_JSON_DEPTH {
+        // Only for a record (an object) that serde_json gave up on for its depth: a file of
+        // another shape is damaged however deep it nests (breaker: `[[[…` was called whole).
+        let hint = if too_deep_record(bytes, &e) {
+            let depth = awf_domain::json::text_depth(bytes);
             format!(
                 "the file is whole, but a value in it (an input or an agent's JSON answer) \
                  nests {depth} levels deep, and awf reads back fewer than {SERDE_JSON_DEPTH}: \
@@ -1073,4 +1087,37 @@ pub(crate) fn written_status(
     let snap = serde_json::from_slice::<RunSnapshot>(&bytes).ok()?;
     (snap.run_id == run_id && snap.schema_version <= STATE_SCHEMA_VERSION)
         .then_some((snap.status, snap.parent_run_id))
+}
+
+#[cfg(test)]
+mod shape_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::Path;
+
+    /// A state file replaced by `[[[…` is damaged, not "whole with a deep value" (breaker);
+    /// a record (an object) holding a value nested past serde_json's limit is whole.
+    #[test]
+    fn only_a_record_with_a_deep_value_is_called_whole() {
+        let hint = |bytes: &[u8]| {
+            let e = super::parse_state(bytes, Path::new("/d/states/r.json")).unwrap_err();
+            e.hints().first().cloned().unwrap_or_default()
+        };
+        let brackets = "[".repeat(100_000);
+        assert!(
+            hint(brackets.as_bytes()).starts_with("the file is damaged (cut short or edited)"),
+            "{}",
+            hint(brackets.as_bytes())
+        );
+        let deep = format!(
+            "{{\"run_id\": \"r\", \"inputs\": {{\"x\": {}1{}}}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(
+            hint(deep.as_bytes()).starts_with("the file is whole, but a value in it"),
+            "{}",
+            hint(deep.as_bytes())
+        );
+    }
 }

@@ -197,6 +197,21 @@ impl YamlRepository {
         }
     }
 
+    /// The directory a workflow file's relative references are taken from (its
+    /// `call_workflow` children, `script_file`, …): the directory of the real file, a
+    /// symlink to it followed (breaker: `sub/v.yaml -> ../viasym.yaml` looked for its
+    /// children in `sub/`), as most tools take includes.
+    fn source_dir(&self, path: &Path) -> PathBuf {
+        let is_link = path.symlink_metadata().is_ok_and(|m| m.is_symlink());
+        let real = if is_link {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        } else {
+            path.to_path_buf()
+        };
+        real.parent()
+            .map_or_else(|| self.paths.cwd.clone(), Path::to_path_buf)
+    }
+
     /// The paths in use.
     pub fn paths(&self) -> &RepoPaths {
         &self.paths
@@ -208,9 +223,7 @@ impl YamlRepository {
         let source = WorkflowSource {
             identifier: identifier.to_owned(),
             path: Some(path.to_path_buf()),
-            dir: path
-                .parent()
-                .map_or_else(|| self.paths.cwd.clone(), Path::to_path_buf),
+            dir: self.source_dir(path),
         };
         let templates = DirTemplates {
             dirs: self.paths.template_dirs.clone(),
@@ -499,14 +512,37 @@ impl WorkflowRepository for YamlRepository {
                 format!("workflow file not found: {ident}"),
             )
             .with_detail("file", as_path.display().to_string());
-            let files: Vec<String> = std::fs::read_dir(&dir)
-                .map(|rd| {
-                    rd.flatten()
-                        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                        .filter(|n| n.ends_with(".yaml") || n.ends_with(".yml"))
-                        .collect()
+            // Candidates only from the directories searched: the path's own, the one beside
+            // the calling workflow, and for a bare file name the workflow directories
+            // (breaker: a file of the working directory was offered for a child of a
+            // workflow elsewhere).
+            let mut searched: Vec<PathBuf> = vec![dir];
+            searched.extend(
+                beside
+                    .as_ref()
+                    .and_then(|b| b.parent())
+                    .map(Path::to_path_buf),
+            );
+            if !path_like {
+                searched.extend(
+                    self.search_dirs(base_dir)
+                        .into_iter()
+                        .map(Path::to_path_buf),
+                );
+            }
+            let files: Vec<String> = searched
+                .iter()
+                .flat_map(|d| {
+                    std::fs::read_dir(d)
+                        .map(|rd| {
+                            rd.flatten()
+                                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                                .filter(|n| n.ends_with(".yaml") || n.ends_with(".yml"))
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default()
                 })
-                .unwrap_or_default();
+                .collect();
             err = match (closest(&wanted, files.iter().map(String::as_str)), &beside) {
                 (Some(c), _) => err.with_hint(format!("did you mean '{c}'?")),
                 (None, Some(b)) => err
@@ -611,9 +647,7 @@ impl WorkflowRepository for YamlRepository {
         let source = WorkflowSource {
             identifier: identifier.trim().to_owned(),
             path: Some(path.clone()),
-            dir: path
-                .parent()
-                .map_or_else(|| self.paths.cwd.clone(), Path::to_path_buf),
+            dir: self.source_dir(&path),
         };
         let templates = DirTemplates {
             dirs: self.paths.template_dirs.clone(),

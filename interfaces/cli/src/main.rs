@@ -113,6 +113,18 @@ fn main() -> ExitCode {
                 }
                 return ExitCode::from(1);
             }
+            // Text mode: clap's message and usage lines, with the code and a hint as every
+            // other error has them (trial 73: `-f json` had them, text mode not).
+            if e.use_stderr()
+                && let Some(text) = usage_error_text(
+                    &e.render().to_string(),
+                    e.kind(),
+                    subcommand(text_args()).as_deref(),
+                )
+            {
+                let _ = std::io::stderr().lock().write_all(text.as_bytes());
+                return ExitCode::from(1);
+            }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
@@ -253,7 +265,7 @@ fn main() -> ExitCode {
             ctx.err_style,
         ),
     };
-    // What a successful command printed must have reached stdout (full disk, closed stdout).
+    // What a successful command printed must have reached stdout (full disk).
     let outcome = match outcome {
         Outcome::Success | Outcome::Run(0) if stdout_check::failed() => errors::report(
             &CliError::Awf(
@@ -383,7 +395,36 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
     } else {
         None
     };
-    awf_telemetry::init_logging(&cfg, otel.as_ref())
+    let guard = awf_telemetry::init_logging(&cfg, otel.as_ref())?;
+    // Values of `AWF_*` variables awf would otherwise read without a word (trial 73).
+    let awf_log = env.get("AWF_LOG").map(String::as_str);
+    let awf_record = env.get("AWF_RECORD").map(String::as_str);
+    for w in env_warnings(awf_log, awf_record) {
+        tracing::warn!("{}", crate::style::printable(&w));
+    }
+    Ok(guard)
+}
+
+/// The warnings about `AWF_LOG` and `AWF_RECORD` values: a bare word of `AWF_LOG` that is
+/// no level (`AWF_LOG=garbage` reads as "every level of the target `garbage`", which no awf
+/// log has), an `AWF_RECORD` that is neither a yes nor a no word (it records).
+fn env_warnings(awf_log: Option<&str>, awf_record: Option<&str>) -> Vec<String> {
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    let mut out = Vec::new();
+    for d in awf_log.unwrap_or("").split(',').map(str::trim) {
+        let bare = !d.is_empty() && !d.contains(['=', '[', ':']);
+        if bare && !LEVELS.iter().any(|l| d.eq_ignore_ascii_case(l)) {
+            out.push(format!(
+                "AWF_LOG: {d:?} is not a level (trace, debug, info, warn, error, off): it \
+                 is read as a log target, which turns on every level of that target alone; \
+                 write a level, or TARGET=LEVEL (awf_exec=debug)"
+            ));
+        }
+    }
+    if let Some(w) = wiring::recording_warning(awf_record) {
+        out.push(w);
+    }
+    out
 }
 
 /// Replaces the default panic message (which prints the panic payload as is) by one that
@@ -479,6 +520,35 @@ fn wants_json(args: impl Iterator<Item = String>) -> bool {
 
 /// The subcommand named in the raw arguments: the first one that is not an option or the
 /// value of a global option that takes one (looked at when clap could not parse them).
+/// A clap usage error (`rendered`, starting `error: `) as text mode shows it: clap's
+/// message with the code after `error:` (`error: [USER.INPUT.INVALID_FORMAT] unexpected
+/// argument '--bogus' found`), clap's tip and usage lines, then a hint naming the command's
+/// `--help` (`awf --help` when the subcommand is the unknown word). `None` for what is no
+/// such error (help printed to stderr).
+fn usage_error_text(
+    rendered: &str,
+    kind: clap::error::ErrorKind,
+    sub: Option<&str>,
+) -> Option<String> {
+    let rest = rendered.strip_prefix("error: ")?;
+    let command = match sub {
+        Some(s) if kind != clap::error::ErrorKind::InvalidSubcommand => format!("awf {s}"),
+        _ => "awf".to_owned(),
+    };
+    let mut out = format!(
+        "error: [{}] {}",
+        awf_domain::ErrorCode::UserInputInvalidFormat,
+        rest
+    );
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "  Hint: run `{command} --help` for the accepted flags\n"
+    ));
+    Some(style::printable_text(&out).into_owned())
+}
+
 fn subcommand(args: impl Iterator<Item = String>) -> Option<String> {
     const WITH_VALUE: [&str; 10] = [
         "-f",
@@ -564,6 +634,54 @@ mod arg_tests {
             Some("run")
         );
         assert_eq!(sub(&["-f", "json"]), None);
+    }
+
+    /// `AWF_LOG` bare words that are no level, and unknown `AWF_RECORD` values, are
+    /// warned about (breaker: both were ignored without a word); levels, directives and
+    /// known words are not.
+    #[test]
+    fn bad_awf_log_and_awf_record_values_are_warned_about() {
+        let w = super::env_warnings;
+        assert_eq!(w(None, None), Vec::<String>::new());
+        assert_eq!(
+            w(Some("DEBUG,awf_exec=trace,[span]=info,off"), Some("0")),
+            Vec::<String>::new()
+        );
+        let got = w(Some("garbage"), Some("maybe"));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].starts_with("AWF_LOG: \"garbage\" is not a level"),
+            "{got:?}"
+        );
+        assert!(got[1].starts_with("AWF_RECORD=\"maybe\""), "{got:?}");
+    }
+
+    /// A usage error in text mode carries the code and a hint, clap's lines kept (trial
+    /// 73: only `-f json` had them).
+    #[test]
+    fn a_usage_error_has_the_code_and_a_hint() {
+        use clap::error::ErrorKind;
+        let clap_text = "error: unexpected argument '--bogus' found\n\nUsage: awf run [OPTIONS] <WORKFLOW>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            super::usage_error_text(clap_text, ErrorKind::UnknownArgument, Some("run")).as_deref(),
+            Some(
+                "error: [USER.INPUT.INVALID_FORMAT] unexpected argument '--bogus' found\n\nUsage: awf run [OPTIONS] <WORKFLOW>\n\nFor more information, try '--help'.\n  Hint: run `awf run --help` for the accepted flags\n"
+            )
+        );
+        let unknown = super::usage_error_text(
+            "error: unrecognized subcommand 'rnu'",
+            ErrorKind::InvalidSubcommand,
+            Some("rnu"),
+        )
+        .unwrap();
+        assert!(
+            unknown.ends_with("'rnu'\n  Hint: run `awf --help` for the accepted flags\n"),
+            "{unknown}"
+        );
+        assert_eq!(
+            super::usage_error_text("Usage: awf", ErrorKind::MissingSubcommand, None),
+            None
+        );
     }
 
     #[test]

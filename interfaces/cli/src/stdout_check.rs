@@ -1,6 +1,9 @@
-//! Whether what a command printed on stdout was written: a full disk or a closed stdout turns a
+//! Whether what a command printed on stdout was written: a full disk turns a
 //! success into `SYSTEM.IO.WRITE_FAILED` (exit 4), in every output format. A reader that goes
-//! away (`awf history | head`, broken pipe) is not a failure, as in ripgrep.
+//! away (`awf history | head`, broken pipe) is not a failure, as in ripgrep. A stdout closed
+//! before awf starts is not seen: the Rust runtime puts a read-write `/dev/null` there,
+//! which cannot be told from the one Python's `subprocess.DEVNULL` gives, and it takes a write
+//! failing with `EBADF` (a stdout open for reading only) as done (README).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;

@@ -38,7 +38,8 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
         return Err(AwfError::new(
             ErrorCode::UserInputValidationFailed,
             format!(
-                "--store {:?} is not a PostgreSQL URL",
+                "{}{:?} is not a PostgreSQL URL",
+                crate::wiring::store_source(&url, &w.env),
                 awf_postgres::redacted(&url)
             ),
         )

@@ -231,7 +231,9 @@ pub fn valid_summary(identifier: &str, diags: &[Diagnostic]) -> String {
 /// REQUIRED(10) DEFAULT(20), `yes`/`no`, `-` for no default, `""` for the empty string,
 /// `***` for another value of a secret-named input) and the states (STEP(15) TYPE(10)
 /// NEXT(20): see [`table_next`]), then a blank line and `ERROR: …` /
-/// `WARNING: …` lines.
+/// `WARNING: …` lines. Every cell, the name and each message reach the terminal with their
+/// control characters written as escapes ([`crate::style::printable`]; a message keeps its
+/// newlines: [`crate::style::printable_text`]), as every other view writes them.
 pub fn render_table(
     wf: Option<&awf_domain::workflow::Workflow>,
     name: &str,
@@ -239,8 +241,11 @@ pub fn render_table(
     errors: &[String],
     warnings: &[String],
 ) -> String {
+    use crate::style::printable;
+    use crate::style::printable_text;
     use crate::table::Table;
     let status = if valid { "valid" } else { "invalid" };
+    let name = printable(name);
     let mut head = Table::new(&[15, 10, 10, 20]);
     head.full_sep()
         .full_row(&format!("Workflow: {name}    Status: {status}"))
@@ -266,7 +271,12 @@ pub fn render_table(
                     Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_owned),
                 };
                 let req = if i.required { "yes" } else { "no" };
-                t.row(&[i.name.clone(), ty, req.to_owned(), default]);
+                t.row(&[
+                    printable(&i.name).into_owned(),
+                    ty,
+                    req.to_owned(),
+                    printable(&default).into_owned(),
+                ]);
             }
             t.sep();
             out.push_str(t.text());
@@ -279,9 +289,9 @@ pub fn render_table(
                 .iter()
                 .map(|(n, st)| {
                     [
-                        wf.display_name(n),
+                        printable(&wf.display_name(n)).into_owned(),
                         st.kind.kind_name().to_owned(),
-                        table_next(wf, st),
+                        printable(&table_next(wf, st)).into_owned(),
                     ]
                 })
                 .collect();
@@ -303,10 +313,10 @@ pub fn render_table(
     if !errors.is_empty() || !warnings.is_empty() {
         out.push('\n');
         for e in errors {
-            out.push_str(&format!("ERROR: {e}\n"));
+            out.push_str(&format!("ERROR: {}\n", printable_text(e)));
         }
         for w in warnings {
-            out.push_str(&format!("WARNING: {w}\n"));
+            out.push_str(&format!("WARNING: {}\n", printable_text(w)));
         }
     }
     out
@@ -497,6 +507,29 @@ mod tests {
             valid_summary("wf", &many),
             "Workflow 'wf' has no errors, but its run will fail at states.a.provider, \
              states.b.provider, states.c.inputs and 1 more (5 warnings)"
+        );
+    }
+
+    /// `-f table` escapes control characters in the name and the messages (breaker: a
+    /// warning about an unknown key `x\e]0;pwn\a` retitled the terminal).
+    #[test]
+    fn the_table_escapes_control_characters() {
+        let out = render_table(
+            None,
+            "n\u{1b}[2J",
+            false,
+            &["e\u{1b}[31m\nnext".to_owned()],
+            &["x\u{1b}]0;pwn\u{7}: unknown field".to_owned()],
+        );
+        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
+        assert!(
+            out.contains("Workflow: n\\u{1b}[2J    Status: invalid"),
+            "{out}"
+        );
+        assert!(out.contains("ERROR: e\\u{1b}[31m\nnext\n"), "{out}");
+        assert!(
+            out.contains("WARNING: x\\u{1b}]0;pwn\\u{7}: unknown field\n"),
+            "{out}"
         );
     }
 

@@ -375,7 +375,8 @@ pub fn open_shared(url: &str) -> Result<awf_postgres::PgStore, AwfError> {
         return Err(AwfError::new(
             ErrorCode::UserInputValidationFailed,
             format!(
-                "--store {:?} is not a PostgreSQL URL",
+                "{}{:?} is not a PostgreSQL URL",
+                store_source(url, &process_env()),
                 awf_postgres::redacted(url)
             ),
         )
@@ -451,6 +452,17 @@ pub fn store_url(flag: Option<&str>, env: &BTreeMap<String, String>) -> Option<S
         .or_else(|| env.get("AWF_STORE").map(|s| s.trim()))
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
+}
+
+/// Where the shared store's URL `url` came from, as a message names it: `AWF_STORE=` when
+/// it is that variable's value (no `--store` given, or one with the same value), else
+/// `--store ` (the value follows).
+pub fn store_source(url: &str, env: &BTreeMap<String, String>) -> &'static str {
+    if env.get("AWF_STORE").is_some_and(|v| v.trim() == url) {
+        "AWF_STORE="
+    } else {
+        "--store "
+    }
 }
 
 /// Global config dir: `$AWF_CONFIG_HOME` > `$XDG_CONFIG_HOME/awf` > `~/.config/awf`.
@@ -625,9 +637,38 @@ pub fn build_recording(storage: Option<&Path>) -> Result<Wiring, AwfError> {
     build_as(storage, None, true)
 }
 
-/// Whether runs are recorded given the value of `AWF_RECORD` (anything but `off`, any case).
+/// The values of `AWF_RECORD` that turn recording off (any case).
+const RECORD_OFF: [&str; 4] = ["off", "0", "false", "no"];
+
+/// The values of `AWF_RECORD` that keep it on (any case; the empty value too).
+const RECORD_ON: [&str; 4] = ["on", "1", "true", "yes"];
+
+/// Whether runs are recorded given the value of `AWF_RECORD`: `off`, `0`, `false`, `no` (any
+/// case, spaces around ignored) turn it off; any other value records (one that is not `on`,
+/// `1`, `true`, `yes` nor empty is warned about: [`recording_warning`]).
 pub fn recording_on(awf_record: Option<&str>) -> bool {
-    awf_record.is_none_or(|v| !v.eq_ignore_ascii_case("off"))
+    awf_record.is_none_or(|v| {
+        !RECORD_OFF
+            .iter()
+            .any(|off| v.trim().eq_ignore_ascii_case(off))
+    })
+}
+
+/// The warning for an `AWF_RECORD` that is neither a word of [`RECORD_OFF`] nor of
+/// [`RECORD_ON`] (breaker: `AWF_RECORD=maybe` recorded without a word).
+pub fn recording_warning(awf_record: Option<&str>) -> Option<String> {
+    let v = awf_record?.trim();
+    let known = v.is_empty()
+        || RECORD_OFF
+            .iter()
+            .chain(RECORD_ON.iter())
+            .any(|w| v.eq_ignore_ascii_case(w));
+    (!known).then(|| {
+        format!(
+            "AWF_RECORD={v:?} is not one of off, 0, false, no (no recording) or on, 1, true, \
+             yes: runs are recorded"
+        )
+    })
 }
 
 fn build_as(
@@ -948,6 +989,40 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    /// `AWF_RECORD`'s common no words turn recording off (breaker: `0`, `false`, `no`
+    /// recorded); an unknown value records and is warned about, a known one is not.
+    #[test]
+    fn awf_record_reads_the_common_yes_and_no_words() {
+        for off in ["off", "OFF", "0", "false", "False", "no", " no "] {
+            assert!(!recording_on(Some(off)), "{off}");
+            assert_eq!(recording_warning(Some(off)), None, "{off}");
+        }
+        for on in ["on", "1", "true", "YES", ""] {
+            assert!(recording_on(Some(on)), "{on}");
+            assert_eq!(recording_warning(Some(on)), None, "{on}");
+        }
+        assert!(recording_on(None));
+        assert_eq!(recording_warning(None), None);
+        assert!(recording_on(Some("maybe")));
+        assert_eq!(
+            recording_warning(Some("maybe")).as_deref(),
+            Some(
+                "AWF_RECORD=\"maybe\" is not one of off, 0, false, no (no recording) or on, 1, \
+                 true, yes: runs are recorded"
+            )
+        );
+    }
+
+    /// A bad shared store URL is named by where it came from (breaker: `AWF_STORE=garbage`
+    /// said `--store "garbage"`).
+    #[test]
+    fn a_store_url_is_named_by_its_source() {
+        let e = env(&[("AWF_STORE", " garbage ")]);
+        assert_eq!(store_source("garbage", &e), "AWF_STORE=");
+        assert_eq!(store_source("other", &e), "--store ");
+        assert_eq!(store_source("garbage", &env(&[])), "--store ");
     }
 
     #[test]

@@ -633,3 +633,38 @@ fn list_marks_a_file_name_that_is_not_utf8() {
     );
     assert_eq!(bad.path, dir.join(name));
 }
+
+/// A workflow reached through a symlink takes the real file's directory as its own: its
+/// `call_workflow` children are found beside the file the link points to (breaker:
+/// `rec/sub/v.yaml -> ../viasym.yaml` calling `link2.yaml` of `rec/` was not found, and a
+/// file of the working directory was offered). A miss offers only files of the directories
+/// searched.
+#[test]
+fn a_symlinked_workflow_finds_its_children_beside_the_real_file() {
+    let f = fixture();
+    let rec = f.root.join("proj/rec");
+    write(&rec.join("viasym.yaml"), &simple("viasym", "1"));
+    write(&rec.join("link2.yaml"), &simple("child", "1"));
+    std::fs::create_dir_all(rec.join("sub")).unwrap();
+    std::os::unix::fs::symlink("../viasym.yaml", rec.join("sub/v.yaml")).unwrap();
+    write(&f.root.join("proj/inj.yaml"), &simple("unrelated", "1"));
+    let parent = f.repo.load("rec/sub/v.yaml", None).unwrap();
+    assert_eq!(
+        parent.workflow.source.dir.canonicalize().unwrap(),
+        rec.canonicalize().unwrap()
+    );
+    let child = f
+        .repo
+        .load("link2.yaml", Some(&parent.workflow.source.dir))
+        .unwrap();
+    assert_eq!(child.workflow.name, "child");
+    // A miss beside the caller offers that directory's file, not the working directory's.
+    let e = f
+        .repo
+        .load("link3.yaml", Some(&parent.workflow.source.dir))
+        .unwrap_err();
+    assert_eq!(e.hints(), ["did you mean 'link2.yaml'?"]);
+    // A plain file keeps its own directory.
+    let plain = f.repo.load("rec/viasym.yaml", None).unwrap();
+    assert_eq!(plain.workflow.source.dir, f.root.join("proj/rec"));
+}
