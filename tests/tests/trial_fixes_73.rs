@@ -80,9 +80,10 @@ fn the_cancel_hooks_limit_counts_from_the_cancel() {
         ),
         "{stderr}"
     );
-    // 10 s after the cancel, not 5 s (the step's kill) + 10 s.
+    // 10 s after the cancel, not 5 s (the step's kill) + 10 s = 15 s: a bound on the deadline
+    // itself, with room for a loaded machine.
     assert!(
-        took < std::time::Duration::from_secs(13),
+        took < std::time::Duration::from_secs(14),
         "{took:?} after the cancel: {stderr}"
     );
 }
