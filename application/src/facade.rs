@@ -298,7 +298,10 @@ impl Facade {
     fn launch(&self, l: Launch) -> RunHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let finished = Arc::new(AtomicBool::new(false));
-        let cancel = CancelState::default();
+        let cancel = CancelState {
+            clock: Some(Arc::clone(&l.services.clock)),
+            ..CancelState::default()
+        };
         let interaction = Arc::new(crate::engine::Interaction::new(&request_prefix(
             &l.run_id,
             l.resume.is_some(),

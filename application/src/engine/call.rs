@@ -227,6 +227,7 @@ impl Run {
                 reason: Arc::default(),
                 force: self.cancel.force.clone(),
                 at: Arc::clone(&self.cancel.at),
+                clock: self.cancel.clock.clone(),
             },
             call_stack,
             inherited_secrets: self.masker(),

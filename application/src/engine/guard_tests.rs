@@ -211,22 +211,25 @@ async fn mutually_containing_blocks_and_loops_fail_cleanly() {
 #[test]
 fn cancel_hooks_get_what_is_left_of_the_limit_since_the_cancel() {
     use std::time::Duration;
-    let state = CancelState::default();
+    let clock = Arc::new(awf_domain::ports::fakes::FakeClock::default());
+    let state = CancelState {
+        clock: Some(Arc::clone(&clock) as Arc<dyn awf_domain::ports::Clock>),
+        ..CancelState::default()
+    };
     assert_eq!(state.hooks_budget(), super::CANCEL_HOOKS_TIMEOUT);
     state.cancel(awf_domain::run::CancelReason::Requested);
-    assert!(state.hooks_budget() <= Duration::from_secs(10));
-    let since = |secs| {
-        let at = tokio::time::Instant::now()
-            .checked_sub(Duration::from_secs(secs))
-            .unwrap();
-        *state.at.lock().unwrap() = Some(at);
-        state.hooks_budget()
-    };
-    assert!(since(7) <= Duration::from_secs(3), "{:?}", since(7));
-    assert!(since(7) > Duration::from_secs(2), "{:?}", since(7));
-    assert_eq!(since(9), Duration::from_secs(1));
-    assert_eq!(since(60), Duration::from_secs(1));
+    assert_eq!(state.hooks_budget(), Duration::from_secs(10));
+    clock.advance(Duration::from_secs(7));
+    assert_eq!(state.hooks_budget(), Duration::from_secs(3));
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(state.hooks_budget(), Duration::from_secs(1));
+    clock.advance(Duration::from_secs(51));
+    assert_eq!(state.hooks_budget(), Duration::from_secs(1));
     // A second cancel keeps the first one's time.
     state.cancel(awf_domain::run::CancelReason::Requested);
     assert_eq!(state.hooks_budget(), Duration::from_secs(1));
+    // Without a clock (a state made without services), the hooks get the whole limit.
+    let bare = CancelState::default();
+    bare.cancel(awf_domain::run::CancelReason::Requested);
+    assert_eq!(bare.hooks_budget(), super::CANCEL_HOOKS_TIMEOUT);
 }

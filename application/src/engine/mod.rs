@@ -184,7 +184,10 @@ pub(crate) struct CancelState {
     /// When the first cancel came: [`CANCEL_HOOKS_TIMEOUT`] counts from it (breaker: it
     /// counted from the hooks' start, after the steps took up to 6 s to stop). Shared with
     /// sub-runs, whose hooks are bounded by their parent's cancel.
-    pub(crate) at: Arc<Mutex<Option<tokio::time::Instant>>>,
+    pub(crate) at: Arc<Mutex<Option<std::time::Instant>>>,
+    /// The clock the cancel's time is read from (the run's services' clock; none in a
+    /// state made without services: then the hooks get the whole limit).
+    pub(crate) clock: Option<Arc<dyn awf_domain::ports::Clock>>,
 }
 
 impl CancelState {
@@ -195,7 +198,9 @@ impl CancelState {
             *r = Some(reason);
         }
         drop(r);
-        lock(&self.at).get_or_insert_with(tokio::time::Instant::now);
+        if let Some(clock) = &self.clock {
+            lock(&self.at).get_or_insert_with(|| clock.instant());
+        }
         if self.token.is_cancelled() {
             self.force.cancel();
         }
@@ -211,7 +216,10 @@ impl CancelState {
     /// clean-up still runs when the steps took long to stop). The whole limit when the run
     /// was stopped without a recorded cancel (its token cancelled by its caller).
     pub(crate) fn hooks_budget(&self) -> std::time::Duration {
-        let spent = lock(&self.at).map_or(std::time::Duration::ZERO, |at| at.elapsed());
+        let spent = match (*lock(&self.at), &self.clock) {
+            (Some(at), Some(clock)) => clock.instant().saturating_duration_since(at),
+            _ => std::time::Duration::ZERO,
+        };
         CANCEL_HOOKS_TIMEOUT
             .saturating_sub(spent)
             .max(CANCEL_HOOKS_MIN)
