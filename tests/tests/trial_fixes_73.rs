@@ -180,3 +180,35 @@ fn a_usage_error_in_text_mode_has_a_code_and_a_hint() {
         r.stderr
     );
 }
+
+/// A stdout open for reading only (`1<file`): every write fails with `EBADF`, which the Rust
+/// runtime takes as done, so the result was lost and the run exited 0 (breaker). The result
+/// could not be written: exit 4, `SYSTEM.IO.WRITE_FAILED`. A stdout on `/dev/null` still
+/// exits 0, and so does a run that printed nothing (`-f quiet` prints only the id, so `-q`
+/// with text output is used).
+#[test]
+fn a_result_written_to_a_read_only_stdout_exits_4() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("one.yaml", ONE).unwrap();
+    let wf = wf.to_str().unwrap().to_owned();
+    let ro = sb.write("ro.txt", "").unwrap();
+    let out = sb
+        .cmd(&["run", &wf, "-f", "json"])
+        .stdout(std::fs::File::open(&ro).unwrap())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("SYSTEM.IO.WRITE_FAILED"), "{stderr}");
+    let out = sb
+        .cmd(&["run", &wf, "-f", "json"])
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
