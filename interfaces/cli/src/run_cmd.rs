@@ -551,7 +551,7 @@ async fn execute(
     );
     let mut signals = signals;
     if let Some(pg) = pg {
-        signals.watch_pg_cancel(&pg, &run_id);
+        signals.watch_pg_cancel(&pg, &run_id, recorder.as_ref());
     }
     drive(
         ctx,
@@ -1605,14 +1605,36 @@ impl Signals {
     /// On the shared store `store`, watches the run's cancel request (polled every 500 ms on
     /// the store's runtime until this process drops its `Signals`): `awf cancel` of a run this
     /// terminal process runs cancels it as Ctrl-C would ([`CancelReason::Requested`]).
-    pub(crate) fn watch_pg_cancel(&mut self, store: &awf_postgres::PgStore, run_id: &RunId) {
+    /// Also watches the run's lock: should another awf process have taken it while the store
+    /// was away ([`awf_postgres::PgStore::lock_lost`]), the run is another's now; it is
+    /// cancelled here and `recorder` records nothing more of it (fenced), so its end is not
+    /// recorded by this process.
+    pub(crate) fn watch_pg_cancel(
+        &mut self,
+        store: &awf_postgres::PgStore,
+        run_id: &RunId,
+        recorder: Option<&crate::wiring::RunRecorder>,
+    ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let pool = store.pool().clone();
         let id = run_id.clone();
+        let held = store.clone();
+        let fenced = match recorder {
+            Some(crate::wiring::RunRecorder::Postgres(r)) => Some(r.clone()),
+            _ => None,
+        };
         store.runtime().spawn(async move {
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 if tx.is_closed() {
+                    return;
+                }
+                if held.lock_lost(&id.0) {
+                    // No claim epoch matches -1: the run's later writes are dropped.
+                    if let Some(r) = &fenced {
+                        r.fence(&id.0, -1);
+                    }
+                    let _ = tx.send(());
                     return;
                 }
                 // A store away for a while: asked again on the next tick.

@@ -262,7 +262,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     run_cmd::log_record_location(recorder.as_ref(), &w.data_root, w.store_url.as_deref(), &id);
     let mut signals = signals;
     if let Some(pg) = &pg {
-        signals.watch_pg_cancel(pg, &id);
+        signals.watch_pg_cancel(pg, &id, recorder.as_ref());
     }
     run_cmd::drive(
         ctx,
@@ -391,7 +391,7 @@ async fn start_unstarted(
         }
     };
     let mut signals = signals;
-    signals.watch_pg_cancel(u.pg, &started);
+    signals.watch_pg_cancel(u.pg, &started, recorder.as_ref());
     run_cmd::drive(
         ctx,
         args.output,
