@@ -178,3 +178,56 @@ fn a_holder_taking_its_lock_again_after_a_restart_still_counts_as_holding_it() {
             .is_some()
     );
 }
+
+#[test]
+fn a_run_of_a_live_worker_is_not_taken_by_awf_resume_after_a_postgresql_restart() {
+    let server = PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE w");
+    let url = server.url("w");
+    drop(awf_postgres::PgStore::connect(&url).unwrap());
+    let mut sb = awf_tests::http_serve::sandbox_with(&[("slow", SLOW)]);
+    sb.set_env("AWF_STORE", &url);
+    let worker = awf_tests::http_serve::start(&sb, &["--lease", "30s"]);
+    let r = sb.run(&["run", "--submit", "slow"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout.trim().to_owned();
+    awf_tests::wait_for("the worker to run it and lock it", || {
+        psql(
+            &url,
+            &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "running"
+            && lock_holders(&url, &id) == "1"
+    });
+    server.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    server.start_again();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 1, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("run {id} is still running in another awf process")),
+        "{}",
+        r.stderr
+    );
+    awf_tests::wait_for("the worker to take its lock again", || {
+        lock_holders(&url, &id) == "1"
+    });
+    awf_tests::wait_for("the run to finish", || {
+        psql(
+            &url,
+            &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success"
+    });
+    // Run once, by the worker: one end, every step finished once.
+    assert_eq!(
+        psql(
+            &url,
+            &format!(
+                "SELECT kind || ':' || count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND kind IN ('run_finished', 'step_finished') GROUP BY kind ORDER BY kind"
+            )
+        ),
+        "run_finished:1\nstep_finished:3"
+    );
+    drop(worker);
+}
