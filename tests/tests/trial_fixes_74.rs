@@ -3,7 +3,9 @@
 //! with the server's sessions when PostgreSQL restarts. The process takes it again as soon
 //! as the server is back, and until then its run still counts as held, so `awf resume
 //! --store` is refused and `awf cancel --store` asks the process to stop it (it records the
-//! end itself) instead of ending it as one whose process is gone.
+//! end itself) instead of ending it as one whose process is gone. Also: the hint of a run a
+//! terminal parked on a usage limit on the shared store, and `awf status`'s hint for a run
+//! whose process is gone.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -230,4 +232,82 @@ fn a_run_of_a_live_worker_is_not_taken_by_awf_resume_after_a_postgresql_restart(
         "run_finished:1\nstep_finished:3"
     );
     drop(worker);
+}
+
+/// Item 5: a run a terminal `awf run --store` parked on a usage limit is not resumed by the
+/// workers (README "Workers"): its hint does not say `awf serve` resumes it.
+#[test]
+fn the_hint_of_a_run_parked_by_a_terminal_on_the_shared_store_does_not_promise_a_worker() {
+    let mock = awf_mock_llm::MockLlm::start(
+        serde_json::json!({"default": {"status": 429, "retry_after": 90}}),
+    );
+    let db = TestDb::new();
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    sb.write(
+        "park.yaml",
+        "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s}, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb
+        .run(&["--store", &db.url, "run", "park.yaml", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = r.json().unwrap();
+    let id = v["run_id"].as_str().unwrap();
+    let hints: Vec<String> = v["error"]["hints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap().to_owned())
+        .collect();
+    let park = hints
+        .iter()
+        .find(|h| h.contains("the run is parked until the reset"))
+        .unwrap_or_else(|| panic!("{hints:?}"));
+    assert!(
+        park.contains(id)
+            && park.contains("continues it then")
+            && !park.contains("`awf serve` resumes it by itself")
+            && park.contains("the workers of the shared store do not resume"),
+        "{park}"
+    );
+}
+
+/// Item 9: `awf status --store` of a run whose process is gone (SIGKILL) names the run in its
+/// `awf resume` hint, the store flag with it; the process is seen gone at once (its session
+/// ended on a server that did not restart).
+#[test]
+fn status_of_a_run_whose_process_is_gone_names_the_run_to_resume() {
+    let db = TestDb::new();
+    let url = db.url.clone();
+    drop(awf_postgres::PgStore::connect(&url).unwrap());
+    let sb = Sandbox::new().unwrap();
+    sb.write("slow.yaml", SLOW).unwrap();
+    let mut child = sb
+        .cmd(&["--store", &url, "run", "slow.yaml", "-q"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    awf_tests::wait_for("the run to be recorded and locked", || {
+        id = psql(&url, "SELECT run_id FROM awf_runs WHERE status = 'running'");
+        !id.is_empty() && lock_holders(&url, &id) == "1"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = sb.run(&["--store", &url, "status", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("its awf process is gone"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(
+        line.contains("`awf resume --store ") && line.contains(&format!(" {id}` continues it")),
+        "{line}"
+    );
 }

@@ -795,6 +795,26 @@ fn distinct_failures(errors: &[String]) -> String {
     text
 }
 
+/// What the hint of a run parked on a usage limit says of `awf serve` with the embedded store.
+const SERVE_RESUMES_PARKED: &str = " (`awf serve` resumes it by itself)";
+
+/// The hints of `result` for a run this terminal process ran on the shared store: the workers
+/// (`awf serve --store`) do not resume a run a terminal process parked on a usage limit
+/// (README "Workers"), so its hint does not say they do.
+fn shared_store_park_hints(result: &mut RunResult) {
+    if let Some(error) = result.error.as_mut() {
+        for h in &mut error.hints {
+            if h.contains(SERVE_RESUMES_PARKED) {
+                *h = h.replace(
+                    SERVE_RESUMES_PARKED,
+                    " (the workers of the shared store do not resume a run a terminal `awf run \
+                     --store` parked)",
+                );
+            }
+        }
+    }
+}
+
 /// Shows a started run's events until it ends (its log in the run service, from the start),
 /// answers its requests from stdin (through `respond`), cancels on SIGINT/SIGTERM (through
 /// `cancel`), waits for `recorder` to write the run's record (see [`record_failure`]), prints
@@ -955,6 +975,9 @@ pub(crate) async fn drive(
             return fail_before_start(ctx, identifier, &e);
         }
     };
+    if matches!(recorder, Some(wiring::RunRecorder::Postgres(_))) {
+        shared_store_park_hints(&mut result);
+    }
     let unrecorded = record_failure(recorder, run_id, result.exit_code);
     if ctx.json() {
         // One document on stdout: the result says the record failure itself.

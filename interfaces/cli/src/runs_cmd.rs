@@ -869,9 +869,10 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
 /// process that ran it died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
-        crate::errors::with_store_flags(
-            "running (its awf process is gone; `awf resume` continues it)",
-        )
+        crate::errors::with_store_flags(&format!(
+            "running (its awf process is gone; `awf resume {}` continues it)",
+            s.run_id
+        ))
     } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
         crate::errors::with_store_flags(&format!(
             "waiting (usage limit resets at {}; `awf resume {}` continues it)",
