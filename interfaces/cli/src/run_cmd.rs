@@ -956,6 +956,14 @@ pub(crate) async fn drive(
         }
     };
     let unrecorded = record_failure(recorder, run_id, result.exit_code);
+    // The secret inputs the resume hint asks for again (stored masked, no default).
+    let status = result.status;
+    let secrets_again = || match (&started, status) {
+        (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
+            awf_application::inputs::secrets_to_ask_again(repository, file, inputs)
+        }
+        _ => Vec::new(),
+    };
     if ctx.json() {
         // One document on stdout: the result says the record failure itself.
         if let Some(e) = &unrecorded {
@@ -964,28 +972,9 @@ pub(crate) async fn drive(
         } else if step.is_none() {
             // The same resume hint as the text summary's (breaker: a script reading `-f
             // json` could not learn which secret inputs to give again).
-            let secrets = match (&started, result.status) {
-                (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
-                    awf_application::inputs::secrets_to_ask_again(repository, file, inputs)
-                }
-                _ => Vec::new(),
-            };
-            if let Some(hint) = resume_hint(ctx, &result, &ran, &secrets)
-                && let Some(error) = result.error.as_mut()
-                && !error.hints.contains(&hint)
-            {
-                error.hints.push(hint);
-            }
+            return print_json_result(ctx, result, Some((&ran, &secrets_again())));
         }
-        if let Err(e) = json_out::print_result(&result) {
-            return errors::report(
-                &crate::errors::CliError::Awf(e),
-                true,
-                ctx.hints,
-                ctx.err_style,
-            );
-        }
-        return Outcome::Run(result.exit_code);
+        return print_json_result(ctx, result, None);
     }
     if let Some(step) = step {
         print_step(
@@ -995,13 +984,7 @@ pub(crate) async fn drive(
             output == crate::cli::OutputMode::Streaming,
         );
     } else {
-        let secrets = match (&started, result.status) {
-            (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
-                awf_application::inputs::secrets_to_ask_again(repository, file, inputs)
-            }
-            _ => Vec::new(),
-        };
-        print_summary(ctx, &result, &ran, &secrets);
+        print_summary(ctx, &result, &ran, &secrets_again());
     }
     match unrecorded {
         Some(e) => errors::report(
@@ -1307,25 +1290,38 @@ pub(crate) fn cancel_cause(reason: CancelReason) -> &'static str {
 /// while `awf resume` waited for its reset): the `-f json` result object with its resume
 /// hint in `error.hints`, else the text summary and the hint; the outcome is the run's exit
 /// code. `secrets` are the secret inputs `awf resume` needs again.
-pub(crate) fn report_ended(ctx: &Ctx, mut result: RunResult, secrets: &[String]) -> Outcome {
+pub(crate) fn report_ended(ctx: &Ctx, result: RunResult, secrets: &[String]) -> Outcome {
     let ran = Ran::default();
     if ctx.json() {
-        if let Some(hint) = resume_hint(ctx, &result, &ran, secrets)
-            && let Some(error) = result.error.as_mut()
-            && !error.hints.contains(&hint)
-        {
-            error.hints.push(hint);
-        }
-        if let Err(e) = json_out::print_result(&result) {
-            return errors::report(
-                &crate::errors::CliError::Awf(e),
-                true,
-                ctx.hints,
-                ctx.err_style,
-            );
-        }
-    } else {
-        print_summary(ctx, &result, &ran, secrets);
+        return print_json_result(ctx, result, Some((&ran, secrets)));
+    }
+    print_summary(ctx, &result, &ran, secrets);
+    Outcome::Run(result.exit_code)
+}
+
+/// Prints `result` as the `-f json` result object on stdout, with the resume hint in
+/// `error.hints` when `hint_from` gives what the run did and the secret inputs a resume needs
+/// again (the hint the text summary shows); the outcome is the run's exit code, or the
+/// write failure's when stdout could not take it.
+fn print_json_result(
+    ctx: &Ctx,
+    mut result: RunResult,
+    hint_from: Option<(&Ran, &[String])>,
+) -> Outcome {
+    if let Some((ran, secrets)) = hint_from
+        && let Some(hint) = resume_hint(ctx, &result, ran, secrets)
+        && let Some(error) = result.error.as_mut()
+        && !error.hints.contains(&hint)
+    {
+        error.hints.push(hint);
+    }
+    if let Err(e) = json_out::print_result(&result) {
+        return errors::report(
+            &crate::errors::CliError::Awf(e),
+            true,
+            ctx.hints,
+            ctx.err_style,
+        );
     }
     Outcome::Run(result.exit_code)
 }
