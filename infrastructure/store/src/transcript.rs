@@ -374,6 +374,24 @@ pub(crate) fn event_line_into(
             out.push_str("}}\n");
             return;
         }
+        // A chunk past the inline limit gives its size alone: its text is not made (a
+        // lossy copy of each chunk was 12 % of a 50 MB step's time).
+        RunEvent::OutputChunk { step, stream, text } if !inline => {
+            use std::fmt::Write as _;
+            head_into(out, &head("step.output"));
+            out.push_str("{\"name\":");
+            push_json_str(out, step);
+            out.push_str(",\"stream\":");
+            push_json_str(
+                out,
+                match stream {
+                    awf_domain::event::OutputStream::Stdout => "stdout",
+                    awf_domain::event::OutputStream::Stderr => "stderr",
+                },
+            );
+            let _ = writeln!(out, ",\"bytes\":{}}}}}", text.as_bytes().len());
+            return;
+        }
         RunEvent::StepFinished { step, kind, state } => {
             use std::fmt::Write as _;
             head_into(out, &head("step.completed"));
@@ -524,6 +542,56 @@ mod line_tests {
             at: env.at,
         };
         as_one_object(&h, payload)
+    }
+
+    #[test]
+    fn a_chunk_line_without_its_text_is_the_generic_form_with_its_size() {
+        use awf_domain::event::OutputStream;
+        use awf_domain::run::RunId;
+        let at = UNIX_EPOCH + Duration::from_millis(1_764_464_523_456);
+        for (step, stream, bytes) in [
+            ("s", OutputStream::Stdout, b"hello\n".to_vec()),
+            (
+                "q\"uote\u{1}é",
+                OutputStream::Stderr,
+                vec![0xff, b'a', 0xe2, 0x82],
+            ),
+        ] {
+            let env = EventEnvelope {
+                seq: 7,
+                run_id: RunId("r1".into()),
+                parent_run_id: Some(RunId("p".into())),
+                at,
+                path: "loop:2/s".into(),
+                iteration: Some(2),
+                event: RunEvent::OutputChunk {
+                    step: step.into(),
+                    stream,
+                    text: bytes.clone().into(),
+                },
+            };
+            let mut out = String::new();
+            event_line_into(&mut out, &env, 9, false, false, &Default::default());
+            let (kind, child, mut payload) = describe(&env.event);
+            if let Value::Object(m) = &mut payload {
+                m.remove("text");
+                m.insert("bytes".into(), bytes.len().into());
+            }
+            let h = Head {
+                seq: 9,
+                run_id: "r1",
+                parent_run_id: Some("p"),
+                child_run_id: child,
+                kind,
+                path: &env.path,
+                iteration: env.iteration,
+                at,
+            };
+            assert_eq!(out, as_one_object(&h, payload));
+            let v: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["payload"]["bytes"], bytes.len());
+            assert_eq!(v["payload"]["name"], step);
+        }
     }
 
     #[test]
