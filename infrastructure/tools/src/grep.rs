@@ -73,18 +73,21 @@ fn grep(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     };
     let icase = a.opt_bool(&["case_insensitive", "-i"])?.unwrap_or(false);
     let numbers = a.opt_bool(&["-n"])?.unwrap_or(true);
-    let around = a.opt_uint(&["-C", "context"])?.unwrap_or(0);
+    // As the schema says (integers, `minimum` 0 for the context lines, 1 for head_limit):
+    // a string, a fraction or a number under the minimum is refused saying so.
+    let lines = "a number of context lines";
+    let around = a
+        .opt_int_at_least(&["-C", "context"], 0, lines)?
+        .unwrap_or(0);
     let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     let ctx = Context {
-        before: as_usize(a.opt_uint(&["-B"])?.unwrap_or(around)).min(100),
-        after: as_usize(a.opt_uint(&["-A"])?.unwrap_or(around)).min(100),
+        before: as_usize(a.opt_int_at_least(&["-B"], 0, lines)?.unwrap_or(around)).min(100),
+        after: as_usize(a.opt_int_at_least(&["-A"], 0, lines)?.unwrap_or(around)).min(100),
     };
     let lim = &inner.limits;
-    let head_limit = match a.opt_uint(&["head_limit"])? {
-        None | Some(0) => lim.grep_results,
-        Some(n) => usize::try_from(n)
-            .unwrap_or(usize::MAX)
-            .min(lim.grep_results),
+    let head_limit = match a.opt_int_at_least(&["head_limit"], 1, "the most entries to return")? {
+        None => lim.grep_results,
+        Some(n) => as_usize(n).min(lim.grep_results),
     };
     let re = regex::bytes::RegexBuilder::new(pattern)
         .case_insensitive(icase)

@@ -12,9 +12,11 @@
 //! `cwd`, `case_insensitive`); Claude Code's names are accepted as aliases (`file_path`,
 //! `old_string`, `new_string`, `timeout` in milliseconds, `-i`, and Glob's `path` for `cwd`).
 //! When both are given the canonical name wins. Schemas never set `additionalProperties:false`;
-//! unknown keys are ignored. Integers may arrive as JSON floats (truncated) or as decimal
-//! strings, booleans as `"true"`/`"false"`. A missing or wrong-typed argument is an `isError`
-//! result naming the argument and what was expected.
+//! unknown keys are ignored. Integers and booleans are taken as the schemas say (aliases as
+//! their canonical names): a JSON integer at or above the `minimum` (`3.0` counts), `true` or
+//! `false`; a string (`"2"`, `"true"`), a fraction or a number under the minimum is refused.
+//! A missing or wrong-typed argument is an `isError` result naming the argument and what was
+//! expected.
 //!
 //! # Secrets
 //! The values of secret-named variables of this process's environment (and those given to
