@@ -95,7 +95,11 @@
 //! (`file:line:text`), `count` (`file:count`). `glob` and `type` filter files as ripgrep's
 //! `--glob` and `--type` do; `-A`/`-B`/`-C` add context lines in `content` mode
 //! (`file-line-text`, groups separated by `--`, at most 100 each); `head_limit` caps the entries (default and maximum
-//! [`Limits::grep_results`]); matched lines longer than [`Limits::grep_line_chars`] are cut.
+//! [`Limits::grep_results`]); matched lines longer than [`Limits::grep_line_chars`] are cut
+//! (a note `[awf: N line(s) … were cut]` says so). A line of any length is searched whole:
+//! up to 1 MiB with the regex, a longer one byte by byte with the lazy DFA of the same
+//! pattern (constant memory; only its first MiB is kept, to show); one the DFA cannot decide
+//! (a Unicode `\b` on non-ASCII text) is searched in its first MiB and named in a note.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
