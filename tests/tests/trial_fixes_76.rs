@@ -356,3 +356,75 @@ fn an_audit_path_that_is_a_symbolic_link_is_refused() {
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
 }
+
+/// The same through an MCP client nobody on the team wrote (the pinned Python SDK, as
+/// mcp_serve.rs drives it): Grep counts the match past the first MiB of a line, Bash refuses
+/// `timeout_seconds: 0`.
+const PY_TRIAL: &str = r#"
+import json, os, sys
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
+    out = []
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            for name, args in [
+                ("Grep", {"pattern": "NEEDLE", "path": "g", "output_mode": "count"}),
+                ("Bash", {"command": "echo x", "timeout_seconds": 0}),
+            ]:
+                res = await s.call_tool(name, args)
+                out.append([res.is_error, res.content[0].text])
+    print(json.dumps(out))
+
+anyio.run(main)
+"#;
+
+#[test]
+fn the_python_sdk_sees_the_long_line_match_and_the_strict_timeout() {
+    let sb = Sandbox::new().unwrap();
+    let ws = sb.path().join("ws");
+    std::fs::create_dir_all(ws.join("g")).unwrap();
+    std::fs::write(
+        ws.join("g/only.txt"),
+        [&vec![b'q'; 1 << 20][..], b" NEEDLE\n"].concat(),
+    )
+    .unwrap();
+    let cfg = config(
+        &sb,
+        &json!({"intercept_builtins": true, "root_dir": ws, "audit_path": sb.path().join("audit.jsonl")}),
+    );
+    let py = awf_tests::mcp::py_sdk();
+    let file = sb.write("trial.py", PY_TRIAL).unwrap();
+    let awf = awf_tests::awf_bin();
+    let out = std::process::Command::new("python3")
+        .arg(file)
+        .args([
+            awf.to_str().unwrap(),
+            "mcp-serve",
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+        .current_dir(sb.path())
+        .env("PYTHONPATH", &py)
+        .env(awf_tests::SANDBOX_MARK, sb.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let run = awf_tests::Run::from(out);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let only = ws.canonicalize().unwrap().join("g/only.txt");
+    assert_eq!(
+        serde_json::from_str::<Value>(run.stdout.trim()).unwrap(),
+        json!([
+            [false, format!("{}:1\n", only.display())],
+            [
+                true,
+                "Bash: argument `timeout_seconds` must be an integer of at least 1 (the timeout in seconds), got 0"
+            ]
+        ])
+    );
+}
