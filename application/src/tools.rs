@@ -59,6 +59,9 @@ pub struct AuditContext {
 struct Registered {
     source: String,
     provider: Arc<dyn ToolProvider>,
+    /// Its tools take only the arguments their schemas declare (workflow tools): the value
+    /// of any other is recorded as `***`.
+    declared_only: bool,
 }
 
 /// Routes calls by tool name to the provider that registered it, and audits each call.
@@ -90,7 +93,30 @@ impl ToolRouter {
         source: impl Into<String>,
         provider: Arc<dyn ToolProvider>,
     ) -> Result<(), AwfError> {
-        let source = source.into();
+        self.add(source.into(), provider, false)
+    }
+
+    /// [`ToolRouter::register`] for a provider whose tools refuse every argument their
+    /// schemas do not declare (workflow tools): such an argument is a typo or a stray
+    /// (`api_tokn` for the secret `api_token`), so its value is recorded as `***`, whatever
+    /// its name.
+    ///
+    /// # Errors
+    /// As [`ToolRouter::register`].
+    pub fn register_declared_only(
+        &mut self,
+        source: impl Into<String>,
+        provider: Arc<dyn ToolProvider>,
+    ) -> Result<(), AwfError> {
+        self.add(source.into(), provider, true)
+    }
+
+    fn add(
+        &mut self,
+        source: String,
+        provider: Arc<dyn ToolProvider>,
+        declared_only: bool,
+    ) -> Result<(), AwfError> {
         let specs = provider.tools();
         let mut seen: HashMap<&str, ()> = HashMap::new();
         for spec in &specs {
@@ -118,7 +144,11 @@ impl ToolRouter {
         for spec in specs {
             self.by_name.insert(spec.name.clone(), (index, spec));
         }
-        self.providers.push(Registered { source, provider });
+        self.providers.push(Registered {
+            source,
+            provider,
+            declared_only,
+        });
         Ok(())
     }
 
@@ -201,7 +231,19 @@ impl ToolProvider for ToolRouter {
         masker.extend(&Masker::from_named_values(&call.arguments));
         // The arguments as recorded (only when there is a record to write).
         let input = self.ctx.sink.is_some().then(|| {
-            let mut input = Value::Object(call.arguments.clone());
+            let mut args = call.arguments.clone();
+            if let Some(spec) = found
+                .filter(|i| self.providers[*i].declared_only)
+                .and_then(|_| self.by_name.get(&call.name).map(|(_, s)| s))
+            {
+                let declared = spec.input_schema.get("properties");
+                for (k, v) in &mut args {
+                    if declared.and_then(|p| p.get(k)).is_none() {
+                        *v = Value::String("***".to_owned());
+                    }
+                }
+            }
+            let mut input = Value::Object(args);
             masker.mask_json(&mut input);
             input
         });
@@ -655,5 +697,60 @@ mod tests {
         let records = sink.0.lock().unwrap();
         assert_eq!(records[0].input, json!({"API_TOKEN": "***", "env": "prod"}));
         assert_eq!(records[0].output, "used ***");
+    }
+
+    /// A workflow tool declaring `api_token` and `env`.
+    struct Declared;
+
+    #[async_trait::async_trait]
+    impl ToolProvider for Declared {
+        fn tools(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "sec2".into(),
+                description: "a workflow".into(),
+                input_schema: json!({"type": "object", "properties": {"api_token": {"type": "string"}, "env": {"type": "string"}}}),
+            }]
+        }
+        async fn call(
+            &self,
+            _call: ToolCall,
+            _cancel: CancellationToken,
+        ) -> Result<ToolOutput, ToolCallError> {
+            Ok(ToolOutput::error("unknown argument `api_tokn`"))
+        }
+    }
+
+    #[tokio::test]
+    async fn undeclared_arguments_of_a_declared_only_provider_are_recorded_masked() {
+        let sink = Arc::new(Sink::default());
+        let mut r = ToolRouter::new(ctx(Arc::clone(&sink), Masker::default()));
+        r.register_declared_only("workflows", Arc::new(Declared))
+            .unwrap();
+        r.register("builtin", fixed(&["Read"], "ok")).unwrap();
+        for (name, args) in [
+            (
+                "sec2",
+                json!({"api_tokn": "sk-MCPWFSECRET-79", "env": "prod", "n": {"x": "y"}}),
+            ),
+            ("Read", json!({"file_path": "a.txt"})),
+        ] {
+            r.call(
+                ToolCall {
+                    name: name.into(),
+                    arguments: args.as_object().unwrap().clone(),
+                    call_id: None,
+                },
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        }
+        let records = sink.0.lock().unwrap();
+        assert_eq!(
+            records[0].input,
+            json!({"api_tokn": "***", "env": "prod", "n": "***"})
+        );
+        // A provider registered plainly keeps what its schema does not list (aliases).
+        assert_eq!(records[1].input, json!({"file_path": "a.txt"}));
     }
 }

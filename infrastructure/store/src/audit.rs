@@ -37,7 +37,7 @@ pub(crate) fn os_user_name() -> String {
 }
 
 /// Appends lines to the audit file, opening it on first use (`O_APPEND|O_CREAT`, 0600; a
-/// missing parent directory is created 0750).
+/// missing parent directory is created 0700).
 #[derive(Debug)]
 pub(crate) struct AuditFile {
     path: PathBuf,
@@ -64,7 +64,7 @@ impl AuditFile {
     pub(crate) fn append(&mut self, line: &str) -> std::io::Result<()> {
         if self.file.is_none() {
             if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                create_dir(dir, 0o750).map_err(|e| std::io::Error::other(e.to_string()))?;
+                create_dir(dir, 0o700).map_err(|e| std::io::Error::other(e.to_string()))?;
             }
             // O_NONBLOCK: a FIFO named as the audit log must not block the writer (and with
             // it the run's final flush); only regular files are accepted.

@@ -174,7 +174,7 @@ pub struct Store {
 
 impl Store {
     /// Opens (and creates when missing) the store: `<root>/states/` (0700) and
-    /// `<root>/transcripts/` (0750). `<root>/history.db` (WAL, busy timeout 10 s, table `runs`
+    /// `<root>/transcripts/` (0700). `<root>/history.db` (WAL, busy timeout 10 s, table `runs`
     /// and its indexes) is opened by the first history read and by the recorder's writer
     /// thread, each of which first clears the states directory of the temp files of killed
     /// writers: neither is on the way to a run's first step (issue 9: start-up).
@@ -190,7 +190,7 @@ impl Store {
     /// database that cannot be opened or initialised the same way.
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
-        state::create_dir(&paths.transcripts_dir(), 0o750)?;
+        state::create_dir(&paths.transcripts_dir(), 0o700)?;
         let broken = history::precheck(&paths.history_db()).err();
         let paths_db = paths.history_db();
         Ok(Self {

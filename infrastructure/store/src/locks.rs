@@ -78,7 +78,7 @@ impl RunLocks for RunLockFiles {
         let Some(path) = self.lock_path(run_id) else {
             return Ok(None);
         };
-        if std::fs::create_dir_all(&self.dir).is_err() {
+        if crate::state::create_dir(&self.dir, 0o700).is_err() {
             return Ok(None);
         }
         for _ in 0..8 {

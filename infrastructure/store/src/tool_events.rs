@@ -42,7 +42,8 @@ pub struct ToolEventFile {
 }
 
 impl ToolEventFile {
-    /// Events go to `path` (created 0600 on the first event; its directory must exist).
+    /// Events go to `path` (created 0600 on the first event; its directory must exist; a
+    /// symbolic link or anything but a regular file there is refused, never followed).
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into() }
     }
@@ -132,11 +133,22 @@ pub fn tool_events_to_run_events(text: &str, step: &str) -> Vec<RunEvent> {
 impl ToolAuditSink for ToolEventFile {
     fn record(&self, record: &ToolCallRecord) -> std::io::Result<()> {
         let line = tool_event_line(record);
+        // O_NOFOLLOW: a symbolic link put at `audit_path` (the server refuses one at start)
+        // is not followed, so the records (Write's contents among them) never reach its
+        // target; O_NONBLOCK: a FIFO there does not block the call; only a regular file is
+        // written.
         let mut f = OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
             .open(&self.path)?;
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                self.path.display()
+            )));
+        }
         f.write_all(line.as_bytes())
     }
 }

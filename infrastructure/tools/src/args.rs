@@ -1,5 +1,6 @@
-//! Reading a call's arguments: canonical names first, then their aliases; lenient about
-//! numbers and booleans sent as strings; every problem is a sentence for the model.
+//! Reading a call's arguments: canonical names first, then their aliases; numbers and
+//! booleans as the published schemas say (a string `"2"` or `"true"` is refused, as a
+//! fraction or a number under the minimum is); every problem is a sentence for the model.
 
 use serde_json::Map;
 use serde_json::Value;
@@ -41,41 +42,6 @@ impl<'a> Args<'a> {
             .ok_or_else(|| self.missing(names, "a string"))
     }
 
-    /// An optional non-negative integer (JSON number, truncated when fractional, or a
-    /// decimal string).
-    pub(crate) fn opt_uint(&self, names: &[&'static str]) -> Result<Option<u64>, String> {
-        let Some((n, v)) = self.find(names) else {
-            return Ok(None);
-        };
-        let bad = || {
-            format!(
-                "{}: argument `{n}` must be a non-negative integer, got {}",
-                self.tool,
-                short(v)
-            )
-        };
-        // An integer is taken exactly (a float would round 2^53 + 1 and i64::MAX).
-        let exact = match v {
-            Value::Number(num) => num.as_u64(),
-            Value::String(s) => s.trim().parse::<u64>().ok(),
-            _ => None,
-        };
-        if exact.is_some() {
-            return Ok(exact);
-        }
-        let f = match v {
-            Value::Number(num) => num.as_f64().ok_or_else(bad)?,
-            Value::String(s) => s.trim().parse::<f64>().map_err(|_| bad())?,
-            _ => return Err(bad()),
-        };
-        if !f.is_finite() || f < 0.0 {
-            return Err(bad());
-        }
-        // Saturating float-to-int conversion; the value is finite and non-negative.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        Ok(Some(f.trunc() as u64))
-    }
-
     /// An optional integer of at least `min`, as a schema `{"type": "integer", "minimum":
     /// min}` says: a JSON number without a fraction (`3.0` too), never a string; `meaning`
     /// says what it is, for the message.
@@ -103,30 +69,24 @@ impl<'a> Args<'a> {
         };
         match whole {
             Some(x) if x >= min => Ok(Some(x)),
-            _ => {
-                let got = match v {
-                    Value::String(_) => format!("a string ({})", short(v)),
-                    _ => short(v),
-                };
-                Err(format!(
-                    "{}: argument `{n}` must be an integer of at least {min} ({meaning}), got {got}",
-                    self.tool
-                ))
-            }
+            _ => Err(format!(
+                "{}: argument `{n}` must be an integer of at least {min} ({meaning}), got {}",
+                self.tool,
+                got(v)
+            )),
         }
     }
 
-    /// An optional boolean (JSON boolean or `"true"`/`"false"`).
+    /// An optional boolean, as a schema `{"type": "boolean"}` says: `true` or `false`, never
+    /// a string (`"true"`) or a number.
     pub(crate) fn opt_bool(&self, names: &[&'static str]) -> Result<Option<bool>, String> {
         match self.find(names) {
             None => Ok(None),
             Some((_, Value::Bool(b))) => Ok(Some(*b)),
-            Some((_, Value::String(s))) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
-            Some((_, Value::String(s))) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
             Some((n, v)) => Err(format!(
-                "{}: argument `{n}` must be a boolean, got {}",
+                "{}: argument `{n}` must be a boolean (true or false), got {}",
                 self.tool,
-                short(v)
+                got(v)
             )),
         }
     }
@@ -156,6 +116,14 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// What was given instead, for messages: `"2"` is `a string ("2")`.
+fn got(v: &Value) -> String {
+    match v {
+        Value::String(_) => format!("a string ({})", short(v)),
+        _ => short(v),
+    }
+}
+
 /// `v` shown briefly, for messages.
 fn short(v: &Value) -> String {
     let s = v.to_string();
@@ -181,16 +149,35 @@ mod tests {
     #[test]
     fn canonical_wins_over_alias_and_types_are_checked() {
         let m = map(
-            json!({"path": "a", "file_path": "b", "limit": 2.7, "n": "12", "b": "true", "x": -1}),
+            json!({"path": "a", "file_path": "b", "limit": 3.0, "n": "12", "b": true, "s": "true", "x": -1, "f": 2.7, "z": 0}),
         );
         let a = Args::new("Read", &m);
         assert_eq!(a.str(&["path", "file_path"]), Ok("a"));
-        assert_eq!(a.opt_uint(&["limit"]), Ok(Some(2)));
-        assert_eq!(a.opt_uint(&["n"]), Ok(Some(12)));
+        assert_eq!(a.opt_int_at_least(&["limit"], 1, "lines"), Ok(Some(3)));
+        assert_eq!(a.opt_int_at_least(&["z"], 0, "lines"), Ok(Some(0)));
         assert_eq!(a.opt_bool(&["b"]), Ok(Some(true)));
-        assert!(
-            a.opt_uint(&["x"])
-                .is_err_and(|e| e.contains("non-negative integer"))
+        assert_eq!(
+            a.opt_int_at_least(&["n"], 1, "lines"),
+            Err("Read: argument `n` must be an integer of at least 1 (lines), got a string (\"12\")".to_owned())
+        );
+        assert_eq!(
+            a.opt_int_at_least(&["f"], 1, "lines"),
+            Err("Read: argument `f` must be an integer of at least 1 (lines), got 2.7".to_owned())
+        );
+        assert_eq!(
+            a.opt_int_at_least(&["x"], 0, "lines"),
+            Err("Read: argument `x` must be an integer of at least 0 (lines), got -1".to_owned())
+        );
+        assert_eq!(
+            a.opt_int_at_least(&["z"], 1, "lines"),
+            Err("Read: argument `z` must be an integer of at least 1 (lines), got 0".to_owned())
+        );
+        assert_eq!(
+            a.opt_bool(&["s"]),
+            Err(
+                "Read: argument `s` must be a boolean (true or false), got a string (\"true\")"
+                    .to_owned()
+            )
         );
         assert!(
             a.opt_bool(&["path"])
@@ -209,19 +196,21 @@ mod tests {
     }
 
     #[test]
-    fn integers_are_taken_exactly_and_floats_truncated() {
+    fn integers_are_taken_exactly() {
         let m = map(json!({
             "a": 9_223_372_036_854_775_807_u64,
             "b": 9_007_199_254_740_993_u64,
-            "c": "9007199254740993",
-            "d": 2.9999,
             "e": u64::MAX,
         }));
         let a = Args::new("Read", &m);
-        assert_eq!(a.opt_uint(&["a"]), Ok(Some(9_223_372_036_854_775_807)));
-        assert_eq!(a.opt_uint(&["b"]), Ok(Some(9_007_199_254_740_993)));
-        assert_eq!(a.opt_uint(&["c"]), Ok(Some(9_007_199_254_740_993)));
-        assert_eq!(a.opt_uint(&["d"]), Ok(Some(2)));
-        assert_eq!(a.opt_uint(&["e"]), Ok(Some(u64::MAX)));
+        assert_eq!(
+            a.opt_int_at_least(&["a"], 1, "n"),
+            Ok(Some(9_223_372_036_854_775_807))
+        );
+        assert_eq!(
+            a.opt_int_at_least(&["b"], 1, "n"),
+            Ok(Some(9_007_199_254_740_993))
+        );
+        assert_eq!(a.opt_int_at_least(&["e"], 1, "n"), Ok(Some(u64::MAX)));
     }
 }

@@ -76,8 +76,10 @@ pub(crate) async fn run(
     let parsed = (|| {
         let command = a.str(&["command"])?;
         let cwd = a.opt_str(&["cwd"])?;
-        let secs = a.opt_uint(&["timeout_seconds"])?;
-        let ms = a.opt_uint(&["timeout"])?;
+        // As the schema says (`"type": "integer", "minimum": 1`; the alias too): 0, 1.5 or
+        // "1" is refused saying so, never run with another timeout.
+        let secs = a.opt_int_at_least(&["timeout_seconds"], 1, "the timeout in seconds")?;
+        let ms = a.opt_int_at_least(&["timeout"], 1, "the timeout in milliseconds")?;
         let background = a.opt_bool(&["run_in_background"])?.unwrap_or(false);
         Ok::<_, String>((command, cwd, secs, ms, background))
     })();

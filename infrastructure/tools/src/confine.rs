@@ -176,10 +176,29 @@ impl Root {
             Mode::empty(),
             ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
         )
-        .map_err(|e| open_error(given, e))?;
+        .map_err(|e| self.open_read_error(given, rel, e))?;
         let stat = rustix::fs::fstat(&fd).map_err(|e| open_error(given, e))?;
         regular_stat(given, &stat)?;
         Ok(std::fs::File::from(fd))
+    }
+
+    /// The sentence for a failed read-only open of `rel`: a unix socket (which `open` refuses
+    /// with `ENXIO`) is named as what it is, like a FIFO or a device.
+    fn open_read_error(&self, given: &str, rel: &Path, e: rustix::io::Errno) -> String {
+        if e == rustix::io::Errno::NXIO
+            && let Ok(fd) = rustix::fs::openat2(
+                &*self.fd,
+                rel,
+                OFlags::PATH | OFlags::CLOEXEC,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+            )
+            && let Ok(st) = rustix::fs::fstat(&fd)
+            && let Err(what) = regular_stat(given, &st)
+        {
+            return what;
+        }
+        open_error(given, e)
     }
 
     /// The modification time of the regular file `real` (a path under the root), taken

@@ -56,7 +56,7 @@ fn do_write(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         .map_err(|e| format!("Write: {e}"))?;
     let mut bytes = content.as_bytes().to_vec();
     let mut kept = Vec::new();
-    let old = open_old(&place, given).map_err(|e| format!("Write: {e}"))?;
+    let old = open_old(&place, given, Take::Head(WRITE_HEAD)).map_err(|e| format!("Write: {e}"))?;
     if let Some((data, _)) = &old {
         if data.starts_with(BOM) && !bytes.starts_with(BOM) {
             bytes.splice(0..0, BOM.iter().copied());
@@ -88,9 +88,10 @@ fn do_write(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     Ok(msg)
 }
 
-/// The existing file `place` names, read through a fd opened with `O_NOFOLLOW` in its
-/// directory fd, and its metadata; `None` when it does not exist.
-fn open_old(place: &InDir, given: &str) -> Result<Option<(Vec<u8>, Stat)>, String> {
+/// The existing file `place` names, read (as `take` says, never more than its cap and one
+/// byte) through a fd opened with `O_NOFOLLOW` in its directory fd, and its metadata; `None`
+/// when it does not exist.
+fn open_old(place: &InDir, given: &str, take: Take) -> Result<Option<(Vec<u8>, Stat)>, String> {
     let fd = match rustix::fs::openat(
         &place.dir,
         &place.name,
@@ -104,15 +105,76 @@ fn open_old(place: &InDir, given: &str) -> Result<Option<(Vec<u8>, Stat)>, Strin
                 "{given} is (or just became) a symbolic link: refusing to write through it"
             ));
         }
+        Err(rustix::io::Errno::NXIO) => {
+            // A unix socket: named as what it is, like a FIFO or a device.
+            if let Ok(st) = rustix::fs::statat(
+                &place.dir,
+                &place.name,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            ) {
+                crate::confine::regular_stat(given, &st)?;
+            }
+            return Err(format!(
+                "{given}: {}",
+                std::io::Error::from(rustix::io::Errno::NXIO)
+            ));
+        }
         Err(e) => return Err(format!("{given}: {}", std::io::Error::from(e))),
     };
     let st = rustix::fs::fstat(&fd).map_err(|e| format!("{given}: {}", std::io::Error::from(e)))?;
     crate::confine::regular_stat(given, &st)?;
-    let mut data = Vec::new();
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let cap = match take {
+        Take::Head(n) => n,
+        Take::AtMost(max) => {
+            // The size of the file opened (no race with the name), before any read.
+            if size > max {
+                return Err(too_big(given, Some(size), max));
+            }
+            max
+        }
+    };
+    // At most one byte past the cap: a file growing meanwhile cannot make it more.
+    let mut data = Vec::with_capacity(usize::try_from(size.min(cap)).unwrap_or(0));
     fs::File::from(fd)
+        .take(cap.saturating_add(1))
         .read_to_end(&mut data)
         .map_err(|e| format!("{given}: {e}"))?;
+    if let Take::AtMost(max) = take
+        && data.len() as u64 > max
+    {
+        return Err(too_big(given, None, max));
+    }
+    if let Take::Head(n) = take {
+        data.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
     Ok(Some((data, st)))
+}
+
+/// How much of an existing file [`open_old`] reads.
+#[derive(Clone, Copy)]
+enum Take {
+    /// Its first bytes only (Write looks for a BOM and the first line break).
+    Head(u64),
+    /// All of it, refused when it is over this many bytes (Edit).
+    AtMost(u64),
+}
+
+/// Bytes of an existing file Write reads to keep its BOM and CRLF line endings (a first
+/// line break further in is not looked for).
+const WRITE_HEAD: u64 = 1024 * 1024;
+
+/// The sentence refusing a file over Edit's limit (`size`: as `fstat` gave it; `None`: it
+/// was within the limit then, and grew past it while read).
+fn too_big(given: &str, size: Option<u64>, max: u64) -> String {
+    match size {
+        Some(size) => format!(
+            "{given} is {size} bytes, over the {max} bytes Edit rewrites; use Bash (sed) or Write"
+        ),
+        None => format!(
+            "{given} grew past the {max} bytes Edit rewrites while it was read; use Bash (sed) or Write"
+        ),
+    }
 }
 
 /// The note added to a result when the replaced file had other hard links: the replacement
@@ -215,16 +277,11 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         .root
         .open_parent(given, &path, false)
         .map_err(|e| format!("Edit: {e}"))?;
-    let Some((data, st)) = open_old(&place, given).map_err(|e| format!("Edit: {e}"))? else {
+    let Some((data, st)) = open_old(&place, given, Take::AtMost(inner.limits.edit_max_file))
+        .map_err(|e| format!("Edit: {e}"))?
+    else {
         return Err(format!("Edit: {given} does not exist"));
     };
-    let size = u64::try_from(st.st_size).unwrap_or(0);
-    if size > inner.limits.edit_max_file {
-        return Err(format!(
-            "Edit: {given} is {size} bytes, over the {} bytes Edit rewrites; use Bash (sed) or Write",
-            inner.limits.edit_max_file
-        ));
-    }
     let (out, count, crlf) = apply_edit(&data, &e)?;
     replace_file(&place, &out, Some(&st)).map_err(|e| format!("Edit: {given}: {e}"))?;
     let mut msg = format!(

@@ -12,9 +12,11 @@
 //! `cwd`, `case_insensitive`); Claude Code's names are accepted as aliases (`file_path`,
 //! `old_string`, `new_string`, `timeout` in milliseconds, `-i`, and Glob's `path` for `cwd`).
 //! When both are given the canonical name wins. Schemas never set `additionalProperties:false`;
-//! unknown keys are ignored. Integers may arrive as JSON floats (truncated) or as decimal
-//! strings, booleans as `"true"`/`"false"`. A missing or wrong-typed argument is an `isError`
-//! result naming the argument and what was expected.
+//! unknown keys are ignored. Integers and booleans are taken as the schemas say (aliases as
+//! their canonical names): a JSON integer at or above the `minimum` (`3.0` counts), `true` or
+//! `false`; a string (`"2"`, `"true"`), a fraction or a number under the minimum is refused.
+//! A missing or wrong-typed argument is an `isError` result naming the argument and what was
+//! expected.
 //!
 //! # Secrets
 //! The values of secret-named variables of this process's environment (and those given to
@@ -93,7 +95,11 @@
 //! (`file:line:text`), `count` (`file:count`). `glob` and `type` filter files as ripgrep's
 //! `--glob` and `--type` do; `-A`/`-B`/`-C` add context lines in `content` mode
 //! (`file-line-text`, groups separated by `--`, at most 100 each); `head_limit` caps the entries (default and maximum
-//! [`Limits::grep_results`]); matched lines longer than [`Limits::grep_line_chars`] are cut.
+//! [`Limits::grep_results`]); matched lines longer than [`Limits::grep_line_chars`] are cut
+//! (a note `[awf: N line(s) … were cut]` says so). A line of any length is searched whole:
+//! up to 1 MiB with the regex, a longer one byte by byte with the lazy DFA of the same
+//! pattern (constant memory; only its first MiB is kept, to show); one the DFA cannot decide
+//! (a Unicode `\b` on non-ASCII text) is searched in its first MiB and named in a note.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;

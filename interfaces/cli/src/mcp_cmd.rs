@@ -412,6 +412,21 @@ fn load(path: &Path, with_workflows: bool) -> Result<(McpConfig, PathBuf), AwfEr
         std::fs::read_to_string(path).map_err(|e| invalid(path, format!("cannot read it: {e}")))?;
     let cfg = parse_config(path, &text, with_workflows)?;
     if let Some(a) = &cfg.audit_path
+        && std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink())
+    {
+        // The records (Write's contents among them) would go wherever the link points.
+        return Err(AwfError::new(
+            ErrorCode::UserMcpProxyInvalidConfig,
+            format!(
+                "mcp-serve config {}: `audit_path` {} is a symbolic link; the audit file is never written through one",
+                path.display(),
+                a.display()
+            ),
+        )
+        .with_detail("file", path.display().to_string())
+        .with_hint("give the path of a regular file (or of one to create), not of a symbolic link"));
+    }
+    if let Some(a) = &cfg.audit_path
         && a.is_dir()
     {
         return Err(invalid(
@@ -712,7 +727,9 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     if let Some(dir) = &args.workflows {
         let reserved: Vec<String> = router.tools().into_iter().map(|t| t.name).collect();
         let served = workflow_tools(ctx, Path::new(dir), args.yes, &reserved)?;
-        router.register("workflows", served.tools)?;
+        // A workflow tool refuses an argument it does not declare: the value of one (a
+        // misspelt secret input) is recorded masked.
+        router.register_declared_only("workflows", served.tools)?;
         recorder = served.recorder;
     }
     // Processes a Bash command or a workflow step detaches (`setsid cmd &`) come back to this

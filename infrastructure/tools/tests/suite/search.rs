@@ -233,3 +233,89 @@ async fn glob_reads_no_ignore_file_above_the_root() {
         .await;
     assert_eq!(ok(&out), format!("{}\n", kept.display()));
 }
+
+/// A match past the first MiB of a line is found, counted and listed (trial 76: such lines
+/// were searched in their first MiB only, silently).
+#[tokio::test]
+async fn grep_finds_a_match_anywhere_in_a_line_longer_than_a_mib() {
+    let ws = Ws::new();
+    let q = "q".repeat(1 << 20);
+    let only = ws.write("g/only.txt", format!("{q} NEEDLE\n"));
+    let mixed = ws.write(
+        "g/mixed.txt",
+        format!("first NEEDLE\n{q}NEEDLE two\nthird NEEDLE\n"),
+    );
+    // A long line without a match, one whose match is its CRLF end (`$` before the `\r`),
+    // and one anchored at its start and end.
+    ws.write("h/none.txt", format!("{q}{q}\n"));
+    let crlf = ws.write("h/crlf.txt", format!("{q}NEEDLE\r\n"));
+    let anchored = ws.write("h/anchored.txt", format!("{q} NEEDLE"));
+    let grep = |args: serde_json::Value| ws.call("Grep", args);
+    let out = grep(json!({"pattern": "NEEDLE", "path": "g", "output_mode": "count"})).await;
+    assert_eq!(
+        ok(&out),
+        format!("{}:3\n{}:1\n", mixed.display(), only.display())
+    );
+    let out = grep(json!({"pattern": "NEEDLE", "path": "g"})).await;
+    assert_eq!(
+        ok(&out),
+        format!("{}\n{}\n", mixed.display(), only.display())
+    );
+    let out = grep(json!({"pattern": "NEEDLE", "path": "g", "output_mode": "content"})).await;
+    let text = ok(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", &text[..text.len().min(600)]);
+    let (m, o) = (mixed.display(), only.display());
+    assert_eq!(lines[0], format!("{m}:1:first NEEDLE"));
+    assert!(lines[1].starts_with(&format!("{m}:2:qqq")));
+    assert!(lines[1].ends_with("… [line truncated]"));
+    assert_eq!(lines[2], format!("{m}:3:third NEEDLE"));
+    assert!(lines[3].starts_with(&format!("{o}:1:qqq")));
+    assert!(lines[3].ends_with("… [line truncated]"));
+    assert_eq!(
+        lines[4],
+        "[awf: 2 line(s) longer than 1000 characters were cut]"
+    );
+    let out = grep(json!({"pattern": "^q+ ?NEEDLE$", "path": "h"})).await;
+    assert_eq!(
+        ok(&out),
+        format!("{}\n{}\n", anchored.display(), crlf.display())
+    );
+    let out = grep(
+        json!({"pattern": "needle", "path": "h", "case_insensitive": true, "output_mode": "count"}),
+    )
+    .await;
+    assert_eq!(
+        ok(&out),
+        format!("{}:1\n{}:1\n", anchored.display(), crlf.display())
+    );
+}
+
+/// A long line the streaming search cannot decide (a Unicode `\b` on non-ASCII text) is
+/// reported in a note, never skipped silently.
+#[tokio::test]
+async fn grep_says_so_when_a_long_line_cannot_be_searched_whole() {
+    let ws = Ws::new();
+    let f = ws.write("u.txt", format!("{}é NEEDLE\n", "q ".repeat(1 << 19)));
+    let out = ws
+        .call(
+            "Grep",
+            json!({"pattern": r"\bNEEDLE\b", "output_mode": "count"}),
+        )
+        .await;
+    let text = ok(&out);
+    assert!(text.starts_with("No matches found\n[awf: "), "{text}");
+    assert!(
+        text.contains(&format!("{}: 1 line(s) longer than 1048576 bytes could be searched in their first 1048576 bytes only", f.display())),
+        "{text}"
+    );
+    assert!(text.contains("(?-u:\\b)"), "{text}");
+    // Searched so, the same line is found.
+    let out = ws
+        .call(
+            "Grep",
+            json!({"pattern": r"(?-u:\b)NEEDLE(?-u:\b)", "output_mode": "count"}),
+        )
+        .await;
+    assert_eq!(ok(&out), format!("{}:1\n", f.display()));
+}
