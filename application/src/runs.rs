@@ -218,7 +218,11 @@ pub fn match_run_id<'a>(
             format!("no run with id '{q}'"),
         )
         .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")),
-        many => Err(awf_domain::run::RunId::ambiguous_prefix(q, many.len(), many)),
+        many => Err(awf_domain::run::RunId::ambiguous_prefix(
+            q,
+            many.len(),
+            many,
+        )),
     }
 }
 
