@@ -206,3 +206,58 @@ fn an_ambiguous_prefix_says_how_many_more_runs_match() {
         )
     );
 }
+
+/// Finding 3, on a shared PostgreSQL store: the same message, the hint naming five of the
+/// matching ids and how many more (it named up to ten, and no count).
+#[test]
+fn an_ambiguous_prefix_on_the_shared_store_says_how_many_more_runs_match() {
+    let db = awf_tests::pg::TestDb::new();
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("AWF_STORE", &db.url);
+    sb.write(
+        "one.yaml",
+        "name: one\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "one.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Seven more runs whose ids share the prefix `0000000` (copies of the real one's row).
+    awf_tests::pg::psql(
+        &db.url,
+        "INSERT INTO awf_runs SELECT (jsonb_populate_record(r, jsonb_build_object('run_id', \
+         '0000000' || g || '-0000-4000-8000-000000000000', 'root_run_id', \
+         '0000000' || g || '-0000-4000-8000-000000000000'))).* FROM awf_runs r, \
+         generate_series(1, 7) g",
+    );
+    let ids: Vec<String> = (1..=7)
+        .map(|i| format!("0000000{i}-0000-4000-8000-000000000000"))
+        .collect();
+    let s = sb.run(&["status", "0000000"]).unwrap();
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    assert_eq!(
+        s.stderr,
+        format!(
+            "[USER.INPUT.VALIDATION_FAILED] run id prefix '0000000' is ambiguous: 7 runs match\n  \
+             Hint: give more characters; candidates: {} and 2 more (`awf history` lists them)\n",
+            ids[..5].join(", ")
+        )
+    );
+    // The API of a worker of the store (its own prefix lookup among every run of the store).
+    let server = awf_tests::http_serve::start(&sb, &[]);
+    let (code, body, _) =
+        awf_tests::http_serve::curl(&[&format!("{}/api/executions/0000000", server.base)]);
+    assert_eq!(code, 422, "{body}");
+    let p = awf_tests::http_serve::json_of(&body);
+    assert_eq!(
+        p["detail"], "run id prefix '0000000' is ambiguous: 7 runs match",
+        "{body}"
+    );
+    assert_eq!(
+        p["hints"],
+        serde_json::json!([format!(
+            "give more characters; candidates: {} and 2 more (`awf history` lists them)",
+            ids[..5].join(", ")
+        )]),
+        "{body}"
+    );
+}
