@@ -196,7 +196,7 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
 /// # Errors
 /// `USER.FACADE.RUN_NOT_FOUND` when no run matches (hint: `awf history`);
 /// `USER.INPUT.VALIDATION_FAILED` when the prefix is ambiguous (the hint lists the
-/// candidates, at most five).
+/// candidates, at most five, and says how many more match).
 pub fn match_run_id<'a>(
     query: &str,
     known: impl IntoIterator<Item = &'a str>,
@@ -218,21 +218,11 @@ pub fn match_run_id<'a>(
             format!("no run with id '{q}'"),
         )
         .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")),
-        many => {
-            let mut shown: Vec<&str> = many.iter().take(5).copied().collect();
-            shown.sort_unstable();
-            Err(AwfError::new(
-                ErrorCode::UserInputValidationFailed,
-                format!(
-                    "run id prefix '{q}' is ambiguous: {} runs match",
-                    many.len()
-                ),
-            )
-            .with_hint(format!(
-                "give more characters; candidates: {}",
-                shown.join(", ")
-            )))
-        }
+        many => Err(awf_domain::run::RunId::ambiguous_prefix(
+            q,
+            many.len(),
+            many,
+        )),
     }
 }
 

@@ -17,6 +17,41 @@ use crate::error::ErrorBody;
 #[serde(transparent)]
 pub struct RunId(pub String);
 
+/// How many candidate run ids the error of an ambiguous prefix names.
+pub const AMBIGUOUS_SHOWN: usize = 5;
+
+impl RunId {
+    /// The error of run id prefix `query` that `total` runs match: `USER.INPUT.VALIDATION_FAILED`,
+    /// its hint naming `candidates` (some of the matching ids, sorted, at most
+    /// [`AMBIGUOUS_SHOWN`]) and how many more match (trial: 7 runs matched and the hint
+    /// named 5, nothing of the other 2).
+    pub fn ambiguous_prefix(
+        query: &str,
+        total: usize,
+        candidates: &[&str],
+    ) -> crate::error::AwfError {
+        let mut shown: Vec<&str> = candidates.to_vec();
+        shown.sort_unstable();
+        shown.dedup();
+        shown.truncate(AMBIGUOUS_SHOWN);
+        let total = total.max(shown.len());
+        let more = total - shown.len();
+        let rest = if more > 0 {
+            format!(" and {more} more (`awf history` lists them)")
+        } else {
+            String::new()
+        };
+        crate::error::AwfError::new(
+            crate::error::ErrorCode::UserInputValidationFailed,
+            format!("run id prefix '{query}' is ambiguous: {total} runs match"),
+        )
+        .with_hint(format!(
+            "give more characters; candidates: {}{rest}",
+            shown.join(", ")
+        ))
+    }
+}
+
 impl std::fmt::Display for RunId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -684,5 +719,26 @@ mod spend_tests {
         assert_eq!(s.usd, Some(4.0));
         assert_eq!(s.tokens, 3_000_000);
         assert!(!s.is_zero());
+    }
+}
+
+#[cfg(test)]
+mod ambiguous_tests {
+    use super::RunId;
+
+    /// The hint names the first five ids (sorted) and how many more match; with few, all.
+    #[test]
+    fn an_ambiguous_prefix_says_how_many_more_match() {
+        let ids = ["0g", "0f", "0e", "0d", "0c", "0b", "0a"];
+        let e = RunId::ambiguous_prefix("0", ids.len(), &ids);
+        assert_eq!(e.message(), "run id prefix '0' is ambiguous: 7 runs match");
+        assert_eq!(
+            e.hints(),
+            [
+                "give more characters; candidates: 0a, 0b, 0c, 0d, 0e and 2 more (`awf history` lists them)"
+            ]
+        );
+        let e = RunId::ambiguous_prefix("0", 2, &ids[..2]);
+        assert_eq!(e.hints(), ["give more characters; candidates: 0f, 0g"]);
     }
 }

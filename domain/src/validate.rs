@@ -1843,6 +1843,29 @@ fn reaches(wf: &Workflow, from: &str, to: &str) -> bool {
     false
 }
 
+/// Whether state `target` runs inside state `container`: one of its parallel branches or
+/// loop body steps, or of theirs (at any depth).
+fn runs_inside(wf: &Workflow, container: &str, target: &str) -> bool {
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::from([container]);
+    while let Some(n) = queue.pop_front() {
+        let inner: &[String] = match wf.states.get(n).map(|s| &s.kind) {
+            Some(StateKind::Parallel(p)) => &p.branches,
+            Some(StateKind::Loop(l)) => &l.body,
+            _ => continue,
+        };
+        for t in inner {
+            if t == target {
+                return true;
+            }
+            if seen.insert(t.as_str()) {
+                queue.push_back(t);
+            }
+        }
+    }
+    false
+}
+
 /// BFS order from `initial` (loop bodies not followed): name → index.
 fn bfs_order(wf: &Workflow) -> HashMap<&str, usize> {
     let mut order = HashMap::new();
@@ -2999,7 +3022,8 @@ pub fn ends_in_shell_quoting(body: &str) -> bool {
 enum Site<'a> {
     /// A step field (command, dir, loop fields, pre hooks): strictly earlier states.
     Step(&'a str),
-    /// A post hook of a step: earlier states and the step itself.
+    /// A post hook of a step: earlier states, the step itself and the states it contains
+    /// (a parallel block's branches, a loop's body).
     PostHook(&'a str),
     /// A workflow hook; `error` is true in `workflow_error`.
     Workflow { error: bool },
@@ -3505,6 +3529,12 @@ impl<'a> RefCtx<'a> {
                     Site::PostHook(c) => (c, true),
                     Site::Workflow { .. } | Site::Expr => return,
                 };
+                // A post hook runs after what the state contains (a parallel block's
+                // branches, a loop's body, at any depth): those ran (trial: a block's post
+                // hook reading its branch was a "forward reference").
+                if allow_self && runs_inside(self.wf, current, target) {
+                    return;
+                }
                 if let (Some(a), Some(b)) = (self.siblings.get(current), self.siblings.get(target))
                     && a == b
                     && current != target
@@ -3738,7 +3768,8 @@ fn loop_depths(wf: &Workflow) -> HashMap<&str, usize> {
 
 /// Static reference analysis run by `awf validate`: undeclared inputs (also in arithmetic
 /// `max_iterations`), unknown states, forward and self references (BFS order from `initial`,
-/// loop bodies not followed; a post hook may read its own step), unknown fields per namespace
+/// loop bodies not followed; a post hook may read its own step and the states it
+/// contains), unknown fields per namespace
 /// (PascalCase or snake_case, as at run time; another casing such as `OUTPUT` is an error),
 /// `error.*` outside `workflow_error` hooks, unknown namespaces.
 ///

@@ -757,6 +757,35 @@ fn parallel_siblings_warn() {
     assert_eq!(d[0].severity, Severity::Warning);
 }
 
+/// A parallel block's post hooks run after its branches (and what runs inside them): they
+/// read them; its pre hooks run before, and a reference there is a forward one.
+#[test]
+fn a_parallel_blocks_post_hooks_read_its_branches() {
+    let mut p = par("p", &["b1", "inner"], Some("done"));
+    p.hooks.post = vec![HookAction::Log(
+        "{{.states.b1.Output}} {{.states.b2.Output}}".to_owned(),
+    )];
+    p.hooks.pre = vec![HookAction::Log("{{.states.b1.Output}}".to_owned())];
+    let w = wf(
+        "p",
+        vec![
+            p,
+            cmd("b1", "echo hi", None),
+            par("inner", &["b2"], None),
+            cmd("b2", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(
+        ref_msgs(&w),
+        vec![(
+            "states.p.hooks.pre.0".into(),
+            "forward reference to step \"b1\" in states.p.hooks.pre.0: it has not run at this point"
+                .into()
+        )]
+    );
+}
+
 fn par(name: &str, branches: &[&str], next: Option<&str>) -> State {
     let mut s = state(
         name,

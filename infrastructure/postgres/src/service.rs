@@ -372,26 +372,35 @@ impl RunService for PgRunService {
         // every worker alike.
         let pool = self.store.pool().clone();
         let prefix = crate::storable_text(&q);
-        let ids: Vec<String> = self.blocking(async move {
+        // The first few matching ids and how many match in all (the hint says how many
+        // more there are than it names).
+        let shown = i64::try_from(awf_domain::run::AMBIGUOUS_SHOWN).unwrap_or(5);
+        let (ids, total): (Vec<String>, i64) = self.blocking(async move {
             let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
             let rows = client
                 .query(
-                    "SELECT run_id FROM awf_runs WHERE starts_with(run_id, $1) ORDER BY run_id \
-                     LIMIT 10",
-                    &[&prefix],
+                    "SELECT run_id, count(*) OVER () FROM awf_runs WHERE starts_with(run_id, $1) \
+                     ORDER BY run_id LIMIT $2",
+                    &[&prefix, &shown],
                 )
                 .await
                 .map_err(|e| unavailable("list runs", &db_text(&e)))?;
-            rows.iter().map(|r| column::<String>(r, 0)).collect()
+            let total = rows.first().map(|r| column::<i64>(r, 1)).transpose()?;
+            let ids: Result<Vec<String>, AwfError> =
+                rows.iter().map(|r| column::<String>(r, 0)).collect();
+            Ok((ids?, total.unwrap_or(0)))
         })?;
         match ids.as_slice() {
             [] => self.local.resolve(&q),
             [one] => Ok(RunId(one.clone())),
-            many => Err(AwfError::new(
-                ErrorCode::UserInputValidationFailed,
-                format!("run id prefix {q:?} matches more than one run"),
-            )
-            .with_hint(format!("candidates: {}", many.join(", ")))),
+            many => {
+                let many: Vec<&str> = many.iter().map(String::as_str).collect();
+                Err(RunId::ambiguous_prefix(
+                    &q,
+                    usize::try_from(total).unwrap_or(usize::MAX),
+                    &many,
+                ))
+            }
         }
     }
 

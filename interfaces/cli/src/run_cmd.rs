@@ -885,6 +885,13 @@ pub(crate) async fn drive(
                 {
                     ran.finished(step, kind, state.status, ev.iteration.is_some());
                 }
+                if ev.parent_run_id.is_none() {
+                    match &ev.event {
+                        RunEvent::StepStarted { step, .. } => ran.started(step),
+                        RunEvent::StepFinished { step, state, .. } => ran.ended(step, state.status),
+                        _ => {}
+                    }
+                }
                 if ctx.json() {
                     // Only warnings reach stderr in JSON mode; --log-level and --log-format
                     // apply to them as to every log line.
@@ -1202,7 +1209,8 @@ fn resume_hint(ctx: &Ctx, result: &RunResult, ran: &Ran, secrets: &[String]) -> 
         let from = resume_from_hint(result, last_failed);
         // A failure `--mock` made: the resume applies the run's mocks again and fails the
         // same way (new user: the hint led to the same mocked failure forever).
-        if let Some(step) = last_failed.filter(|s| mocked_failure(&ran.mocks, s)) {
+        // It may be a step inside the failed state (a parallel branch, a loop's body step).
+        if let Some(step) = ran.last_mocked.as_deref().filter(|_| last_failed.is_some()) {
             let keep = kept_mocks(&ran.mocks, step);
             return Some(format!(
                 "{first}the failure of {step} was mocked (`--mock states.{step}.status=failed`), \
@@ -1360,6 +1368,14 @@ struct Ran {
     last_loop: Option<String>,
     /// The run's mocks (step → field → value, secrets masked), which a resume applies again.
     mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// The step whose mocked failure (`status=failed`) made [`Ran::last_failed`] fail: that
+    /// state itself, or a step inside it (a parallel branch, a loop's body step).
+    last_mocked: Option<String>,
+    /// The states of the run (not of its sub-workflows) started and not yet finished: a step
+    /// that ends meanwhile ran inside them (a parallel block's branch, a loop's body step).
+    open: Vec<String>,
+    /// Open state → the last step inside it that failed by its mock.
+    inner_mocked: std::collections::BTreeMap<String, String>,
 }
 
 impl Ran {
@@ -1374,6 +1390,12 @@ impl Ran {
     ) {
         if status == awf_domain::run::StepStatus::Failed {
             self.last_failed = Some(step.to_owned());
+            // Its own mock, else a mocked failure inside it (a branch, a body step).
+            self.last_mocked = if mocked_failure(&self.mocks, step) {
+                Some(step.to_owned())
+            } else {
+                self.inner_mocked.get(step).cloned()
+            };
         }
         if in_body {
             return;
@@ -1381,6 +1403,26 @@ impl Ran {
         self.last_finished = Some(step.to_owned());
         if matches!(kind, "while" | "for_each") {
             self.last_loop = Some(step.to_owned());
+        }
+    }
+
+    /// State `step` of the run (at any depth) started.
+    fn started(&mut self, step: &str) {
+        if !self.open.iter().any(|o| o == step) {
+            self.open.push(step.to_owned());
+        }
+    }
+
+    /// State `step` of the run (at any depth) finished with `status`, after
+    /// [`Ran::finished`] when it is a top-level one: a failure its mock made is one of each
+    /// state still open (a parallel block, a loop), which fails of it next.
+    fn ended(&mut self, step: &str, status: awf_domain::run::StepStatus) {
+        self.open.retain(|o| o != step);
+        self.inner_mocked.remove(step);
+        if status == awf_domain::run::StepStatus::Failed && mocked_failure(&self.mocks, step) {
+            for o in &self.open {
+                self.inner_mocked.insert(o.clone(), step.to_owned());
+            }
         }
     }
 }
