@@ -26,7 +26,7 @@ Cases and targets (issue 9):
 
 Usage: benches/peers.py [--awf target/release/awf] [--reps 9] [--only CASE,...] [--callgrind [--cg-reps 3]]
 """
-import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, atexit, os, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache", "bench")
@@ -143,6 +143,8 @@ def main():
     want = lambda c: not only or c in only
     peers = install_peers()
     d = tempfile.mkdtemp(prefix="awf-peers-")
+    # The runs' data roots hold 50 MB outputs: the folder goes when the bench ends.
+    atexit.register(shutil.rmtree, d, True)
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWF_")}
     base.update({"HOME": d, "XDG_DATA_HOME": os.path.join(d, "data"), "XDG_CONFIG_HOME": os.path.join(d, "config"),
                  "XDG_STATE_HOME": os.path.join(d, "state"), "NO_COLOR": "1", "AWF_WORKFLOWS_PATH": os.path.join(d, "wf")})
