@@ -1104,7 +1104,7 @@ impl Run {
                 } else if err_text.is_empty() {
                     format!("step {name}: exit code {}", out.exit_code)
                 } else {
-                    format!("step {name}: {}", tail(err_text, 2000))
+                    format!("step {name}: {}", head_and_tail(err_text, ERROR_STDERR_MAX))
                 };
                 let mut b = fail(st, ErrorCode::ExecutionCommandFailed, msg);
                 if let Some(f) = b.failure.take() {
@@ -1536,16 +1536,45 @@ fn retry_reason(exit_code: Option<i32>, failure: Option<&AwfError>) -> String {
     }
 }
 
-/// Last `max` bytes of `s` (on a char boundary).
-fn tail(s: &str, max: usize) -> &str {
+/// How much of a failed command's stderr its error holds (bytes, about): AWF (Go) puts all of
+/// it there (`step X: <stderr>`); a longer one keeps its start and its end.
+const ERROR_STDERR_MAX: usize = 2000;
+
+/// `s` when it is at most `max` bytes; else its first line (at most a quarter of `max`), a
+/// `… N bytes cut …` line and its last lines (the rest of `max`), so that the error starts
+/// as AWF's does (the `✗` line shows stderr's first line) and ends where a failure is
+/// usually said (trial 77: the error was the last 2,000 bytes, cut mid-line).
+fn head_and_tail(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max {
-        return s;
+        return std::borrow::Cow::Borrowed(s);
     }
-    let mut start = s.len() - max;
+    let first = s.split('\n').next().unwrap_or(s);
+    let head = &first[..floor_boundary(first, first.len().min(max / 4))];
+    let mut start = s.len() - (max - head.len());
     while !s.is_char_boundary(start) {
         start += 1;
     }
-    &s[start..]
+    // From the start of a line when one begins in the kept end.
+    if let Some(nl) = s[start..].find('\n')
+        && start + nl + 1 < s.len()
+    {
+        start += nl + 1;
+    }
+    let head_end = head.len();
+    let cut = start.saturating_sub(head_end);
+    let ellipsis = if head_end < first.len() { "…" } else { "" };
+    std::borrow::Cow::Owned(format!(
+        "{head}{ellipsis}\n… {cut} bytes cut …\n{}",
+        &s[start..]
+    ))
+}
+
+/// The largest char boundary of `s` at or below `i`.
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// `e` (a command that could not start) with where its NUL byte came from, when it holds
@@ -2003,5 +2032,24 @@ mod retry_reason_tests {
             format!("{}…", "x".repeat(80))
         );
         assert_eq!(retry_reason(None, None), "failed");
+    }
+}
+
+#[cfg(test)]
+mod head_and_tail_tests {
+    use super::head_and_tail;
+
+    #[test]
+    fn a_long_stderr_keeps_its_first_line_and_its_last_whole_lines() {
+        assert_eq!(head_and_tail("short\nerr", 20), "short\nerr");
+        let s = format!("FIRST\n{}", "0123456789\n".repeat(10));
+        // 20 bytes: `FIRST`, then the last whole line in the other 15 bytes.
+        assert_eq!(
+            head_and_tail(s.trim(), 20),
+            "FIRST\n… 100 bytes cut …\n0123456789"
+        );
+        // A first line longer than a quarter is cut (on a char boundary), and says so.
+        let long = format!("{}\nend", "é".repeat(20));
+        assert_eq!(head_and_tail(&long, 20), "éé…\n… 37 bytes cut …\nend");
     }
 }

@@ -112,6 +112,50 @@ pub struct TextPrinter {
     replayed: bool,
 }
 
+/// Stdout for one printed event: a write that fails is remembered and the event's later
+/// stdout writes dropped, but not returned at once, so that the event's stderr lines (a
+/// step's `✓`/`✗` line, its `-o buffered` stderr block) are written all the same: what
+/// stderr shows does not depend on whether stdout's reader is still there (trial 77: with
+/// `-o buffered | head -1` every step line after the first block was lost).
+struct DeferredError<W: Write> {
+    inner: W,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> DeferredError<W> {
+    fn new(inner: W) -> Self {
+        Self { inner, error: None }
+    }
+
+    /// `r`'s error first, else the first error of a write to stdout.
+    fn result(self, r: io::Result<()>) -> io::Result<()> {
+        r?;
+        self.error.map_or(Ok(()), Err)
+    }
+}
+
+impl<W: Write> Write for DeferredError<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.error.is_none() {
+            match self.inner.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(e),
+                Err(e) => self.error = Some(e),
+                ok => return ok,
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.error.is_none()
+            && let Err(e) = self.inner.flush()
+        {
+            self.error = Some(e);
+        }
+        Ok(())
+    }
+}
+
 /// How much output is held while a prompt is open before it is written anyway (and the
 /// prompt shown again below it).
 const HELD_BUDGET: usize = 256 * 1024;
@@ -184,7 +228,9 @@ impl TextPrinter {
     /// I/O errors of the streams.
     pub fn handle_stdio(&mut self, ev: &EventEnvelope) -> io::Result<()> {
         if self.live.is_some() {
-            self.handle(ev, &mut io::stdout(), &mut io::stderr())
+            let mut out = DeferredError::new(io::stdout());
+            let r = self.handle(ev, &mut out, &mut io::stderr());
+            out.result(r)
         } else {
             let mut out = io::stdout().lock();
             let mut err = io::stderr().lock();
@@ -203,7 +249,9 @@ impl TextPrinter {
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> io::Result<()> {
-        crate::batch_write::batched(out, err, |o, e| self.handle(ev, o, e))
+        let mut out = DeferredError::new(out);
+        let r = crate::batch_write::batched(&mut out, err, |o, e| self.handle(ev, o, e));
+        out.result(r)
     }
 
     /// Request `request_id` was answered: once no other prompt is open, the spinners show
@@ -263,9 +311,9 @@ impl TextPrinter {
     /// Safe to call more than once.
     pub fn finish(&mut self) {
         self.open_prompts.clear();
-        let _ = self.release_held(&mut io::stdout(), &mut io::stderr());
+        let _ = self.release_held(&mut DeferredError::new(io::stdout()), &mut io::stderr());
         if let Some(live) = self.live.as_mut() {
-            let _ = live.finish(&mut io::stdout(), &mut io::stderr());
+            let _ = live.finish(&mut DeferredError::new(io::stdout()), &mut io::stderr());
         }
     }
 

@@ -8,7 +8,8 @@
 //! are AWF (Go)'s and omitted when empty; `diagnostics` is ours, `workflow_name` the YAML
 //! name). A workflow that cannot be found or loaded also gets the JSON error object on stderr
 //! (`{"error", "code", "error_code", …}`), as AWF (Go) prints it.
-//! `-f quiet`: `valid` / `invalid` on stdout and nothing else (the exit code says it too;
+//! `-f quiet`: `valid` / `invalid` on stdout and nothing else (the exit code says it too; a
+//! workflow that cannot be found or loaded: `invalid`, its error on stderr, exit by its category;
 //! `awf validate` without it lists the findings). `-f table`: a
 //! box `Workflow: <name>    Status: valid|invalid`, an INPUT/TYPE/REQUIRED/DEFAULT table, a
 //! STEP/TYPE/NEXT table, then `ERROR: …` / `WARNING: …` lines.
@@ -387,6 +388,11 @@ fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
             return errors::report(&w.into(), true, ctx.hints, ctx.err_style);
         }
     } else {
+        // `-f quiet` gives its verdict here too (trial 77: nothing on stdout), the error
+        // saying why on stderr.
+        if ctx.format == Format::Quiet {
+            crate::stdout_check::checked(writeln!(std::io::stdout().lock(), "invalid"));
+        }
         let text = errors::render_text(e, ctx.hints, ctx.err_style);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
