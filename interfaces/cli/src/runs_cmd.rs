@@ -866,12 +866,16 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
 }
 
 /// The status word ([`StoredStatus::go_name`]), or `running (its awf process is gone; …)` when the
-/// process that ran it died (SIGKILL, crash).
+/// process that ran it died (SIGKILL, crash): a sub-workflow run is continued by resuming its
+/// parent, which the text names.
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
-        crate::errors::with_store_flags(
-            "running (its awf process is gone; `awf resume` continues it)",
-        )
+        crate::errors::with_store_flags(&match &s.parent_run_id {
+            Some(parent) => format!(
+                "running (its awf process is gone; `awf resume {parent}`, its parent run, continues it)"
+            ),
+            None => "running (its awf process is gone; `awf resume` continues it)".to_owned(),
+        })
     } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
         crate::errors::with_store_flags(&format!(
             "waiting (usage limit resets at {}; `awf resume {}` continues it)",
