@@ -202,6 +202,22 @@ fn unusable_hint(path: &Path) -> String {
     }
 }
 
+/// `SYSTEM.IO.READ_FAILED` for a query of the history database at `path` that failed with
+/// `e`; a database SQLite finds damaged (`database disk image is malformed`) or not a
+/// database gets the hint to move it aside, as one that cannot be opened does (chaos trial:
+/// a malformed one had no hint).
+pub(crate) fn query_failed(path: &Path, e: &rusqlite::Error) -> AwfError {
+    use rusqlite::ErrorCode as C;
+    let err = AwfError::new(
+        ErrorCode::SystemIoReadFailed,
+        format!("cannot read the run history {}: {e}", path.display()),
+    );
+    match e.sqlite_error_code() {
+        Some(C::DatabaseCorrupt | C::NotADatabase) => err.with_hint(move_aside(path)),
+        _ => err,
+    }
+}
+
 /// The hint for a history database SQLite cannot use (not a regular file, not a database,
 /// damaged, unreadable).
 fn move_aside(path: &Path) -> String {
@@ -606,6 +622,38 @@ mod tests {
     /// Breaker: a data root that cannot be written and holds no history.db was told to move
     /// the database aside; the hint names the directory instead. A file SQLite cannot use
     /// in a writable directory is still to be moved aside.
+    #[test]
+    fn a_damaged_database_met_by_a_query_gets_the_hint_to_move_it_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE t(x TEXT); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO t SELECT printf('%0200d', i) FROM n;",
+            )
+            .unwrap();
+        }
+        // Damage every page after the schema's: the table's pages are garbage.
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(4096 * 2) {
+            *b = 0x5a;
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let e = c
+            .query_row("SELECT count(*) FROM t WHERE x LIKE '%9%'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap_err();
+        let err = query_failed(&path, &e);
+        assert_eq!(err.code(), ErrorCode::SystemIoReadFailed);
+        assert!(err.message().contains("malformed"), "{}", err.message());
+        assert_eq!(err.hints(), [move_aside(&path)]);
+        // Another failure keeps no hint.
+        let other = query_failed(&path, &rusqlite::Error::InvalidQuery);
+        assert!(other.hints().is_empty());
+    }
+
     #[test]
     fn the_hint_names_a_directory_that_cannot_be_written() {
         let dir = tempfile::tempdir().unwrap();

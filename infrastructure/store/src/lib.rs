@@ -360,15 +360,7 @@ impl Store {
             }
         };
         let c = opened.as_ref().map_err(Clone::clone)?;
-        f(c).map_err(|e| {
-            AwfError::new(
-                ErrorCode::SystemIoReadFailed,
-                format!(
-                    "cannot read the run history {}: {e}",
-                    self.paths.history_db().display()
-                ),
-            )
-        })
+        f(c).map_err(|e| history::query_failed(&self.paths.history_db(), &e))
     }
 }
 
