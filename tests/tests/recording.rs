@@ -237,6 +237,19 @@ fn a_damaged_history_db_found_by_the_recorder_is_said_in_the_exit_code_and_the_j
     );
     // The file was left as it was: nothing of the user's is overwritten.
     assert_eq!(std::fs::read(&db).unwrap(), garbage);
+    // Chaos trial: the hint said "`awf history` will not list this run", but a new database
+    // is filled from the state files: the run is listed once the file is moved aside.
+    assert!(
+        r.stderr
+            .contains("move it aside: awf creates a new one and fills it from the runs' state files, this run's included"),
+        "{}",
+        r.stderr
+    );
+    std::fs::rename(&db, sb.path().join("damaged.db")).unwrap();
+    let h = sb.run(&["history"]).unwrap();
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let id = v["run_id"].as_str().unwrap();
+    assert!(h.stdout.contains(id), "{id}: {}", h.stdout);
 }
 
 /// A history.db that is no database (a directory here) leaves the run recorded (trial 22,

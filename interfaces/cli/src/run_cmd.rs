@@ -653,8 +653,8 @@ fn record_failure(
         wiring::RunRecorder::Embedded(s) if s.only_history_failed() => {
             AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(format!(
                 "the run's state file was written (`awf status {id}` shows its end), its \
-                 history row was not: if history.db is damaged, move it aside (awf creates a \
-                 new one); `awf history` will not list this run",
+                 history row was not: if history.db is damaged, move it aside: awf creates a \
+                 new one and fills it from the runs' state files, this run's included",
                 id = run_id.0
             ))
         }
