@@ -477,10 +477,18 @@ pub fn gone_runs(
         .filter(|r| r.status == StoredStatus::Running)
         .filter(|r| {
             let old = now_ms.saturating_sub(r.started_at_ms) > millis(NO_STATE_FILE_GRACE);
-            // Taken here (released at once): nobody holds it.
-            let free = || {
-                r.parent_run_id.is_none()
-                    && locks.is_some_and(|l| matches!(l.try_lock(&r.id), Ok(Some(_))))
+            // Taken here (released at once): nobody holds it. A sub-workflow's run takes no
+            // lock: it is gone once its parent run has ended or its process is gone (chaos
+            // trial: child runs whose state file was damaged, and whose parent's resume
+            // started them again, were listed as running for ever).
+            let lock_free = |id: &str| locks.is_some_and(|l| matches!(l.try_lock(id), Ok(Some(_))));
+            let free = || match r.parent_run_id.as_deref() {
+                None => lock_free(&r.id),
+                Some(parent) => states.load(parent).is_ok_and(|p| {
+                    p.status != StoredStatus::Running
+                        || process_gone(&p, locks, host)
+                        || (p.parent_run_id.is_none() && lock_free(parent))
+                }),
             };
             match states.load(&r.id) {
                 Ok(s) if process_gone(&s, locks, host) => true,
@@ -863,7 +871,7 @@ mod tests {
 
     /// A top-level run whose state file names a live process (its pid used again since) is
     /// gone once its lock is free a minute after its start; held, it is alive; a
-    /// sub-workflow's run (which takes no lock) is left to its state file.
+    /// sub-workflow's run (which takes no lock) goes with its parent.
     #[test]
     fn a_running_row_whose_pid_lives_on_is_gone_when_its_lock_is_free() {
         let host = FakeHost::default();
@@ -882,13 +890,70 @@ mod tests {
         let gone = gone_runs(&rows, Some(&states), Some(&locks), &host, later);
         assert_eq!(
             gone.into_iter().collect::<Vec<_>>(),
-            vec!["reused".to_owned()]
+            vec!["child".to_owned(), "reused".to_owned()]
         );
         // Within the grace, or with its lock held, it is alive.
         let soon = std::time::UNIX_EPOCH + Duration::from_secs(1_010);
         assert!(gone_runs(&rows, Some(&states), Some(&locks), &host, soon).is_empty());
         let _held = awf_domain::ports::locks::RunLocks::try_lock(&locks, "reused").unwrap();
         assert!(gone_runs(&rows, Some(&states), Some(&locks), &host, later).is_empty());
+    }
+
+    /// A sub-workflow's run recorded running whose state file cannot be read, or names a
+    /// live process, is gone a minute after its start once its parent run has ended (its
+    /// resume started the child again) or the parent's process is gone; while the parent
+    /// runs, it is alive.
+    #[test]
+    fn a_child_run_goes_with_its_parent() {
+        let host = FakeHost::default();
+        host.process(1, true);
+        let row = |id: &str, parent: &str| running_row(id, 1_000_000, Some(parent));
+        let snap = |id: &str, status| {
+            let mut s = snapshot(status, Some(1));
+            s.run_id = id.into();
+            s
+        };
+        /// A store whose `damaged*` state files cannot be read.
+        struct Damaged(awf_domain::ports::fakes::FakeStateStore);
+        impl StateStore for Damaged {
+            fn load(&self, run_id: &str) -> Result<RunSnapshot, awf_domain::AwfError> {
+                if run_id.starts_with("damaged") {
+                    return Err(awf_domain::AwfError::new(
+                        ErrorCode::SystemIoReadFailed,
+                        "EOF while parsing",
+                    ));
+                }
+                self.0.load(run_id)
+            }
+            fn list(&self) -> Result<Vec<RunSnapshot>, awf_domain::AwfError> {
+                self.0.list()
+            }
+            fn save(&self, snapshot: &RunSnapshot) -> Result<(), awf_domain::AwfError> {
+                self.0.save(snapshot)
+            }
+        }
+        let states = Damaged(awf_domain::ports::fakes::FakeStateStore::with(vec![
+            snap("ended", StoredStatus::Success),
+            snap("live", StoredStatus::Running),
+            snap("child-of-live", StoredStatus::Running),
+            snap("child-of-ended", StoredStatus::Running),
+        ]));
+        let rows = [
+            row("child-of-ended", "ended"),
+            row("child-of-live", "live"),
+            row("damaged", "ended"),
+            row("damaged-of-live", "live"),
+        ];
+        let locks = awf_domain::ports::fakes::FakeRunLocks::default();
+        let _held = awf_domain::ports::locks::RunLocks::try_lock(&locks, "live").unwrap();
+        let later = std::time::UNIX_EPOCH + Duration::from_secs(1_100);
+        let gone = gone_runs(&rows, Some(&states), Some(&locks), &host, later);
+        assert_eq!(
+            gone.into_iter().collect::<Vec<_>>(),
+            vec!["child-of-ended".to_owned(), "damaged".to_owned()]
+        );
+        let soon = std::time::UNIX_EPOCH + Duration::from_secs(1_010);
+        assert!(gone_runs(&rows, Some(&states), Some(&locks), &host, soon).is_empty());
     }
 
     /// A row left `running` by an awf killed between its last state file and its history
