@@ -23,6 +23,7 @@
 //! | `awf_audit` | audit line | the recorder |
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
 //! | `awf_workers` | live worker (heartbeat) | the queue |
+//! | `awf_run_holders` | run lock held (schema 4): its holder, the server start it last renewed under, when ([`run_lock`]) | run locks |
 //!
 //! What a single awf process records and reads: [`PgStore::recorder`] ([`PgRecorder`], the
 //! event-stream writer: the embedded recorder's projection, [`awf_domain::projection`],
@@ -41,6 +42,7 @@
 mod cancel_now;
 pub mod listen;
 pub mod queue;
+mod run_lock;
 pub mod service;
 pub mod unstarted;
 pub mod worker;
@@ -62,7 +64,7 @@ pub mod recorder;
 pub use recorder::PgRecorder;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `NOTIFY` channel of new event rows; payload: the `root_run_id` whose log grew.
 pub const EVENTS_CHANNEL: &str = "awf_events";
@@ -144,6 +146,14 @@ ALTER TABLE awf_runs ADD COLUMN message text;
     r"
 ALTER TABLE awf_runs ADD COLUMN waiting_until timestamptz;
 ",
+    r"
+CREATE TABLE awf_run_holders (
+    lock_key     text PRIMARY KEY,
+    holder       text NOT NULL,
+    server_start timestamptz NOT NULL,
+    renewed_at   timestamptz NOT NULL DEFAULT now()
+);
+",
 ];
 
 /// A handle on the shared store: the pool and the runtime that drives it. Clones share both;
@@ -161,6 +171,9 @@ struct Inner {
     url: String,
     /// What the pool connects with (run locks open connections of their own).
     config: tokio_postgres::Config,
+    /// The run ids whose lock this process held and lost to another process while the
+    /// store was away ([`PgStore::lock_lost`]).
+    lost_locks: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -501,6 +514,7 @@ impl PgStore {
                 _stop: stop_tx,
                 url: redacted(url),
                 config,
+                lost_locks: std::sync::Mutex::new(std::collections::HashSet::new()),
             }),
         };
         let pool = store.pool().clone();
@@ -513,6 +527,28 @@ impl PgStore {
     /// The URL this store was opened with, password redacted.
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// Whether this process held the lock of `run_id` ([`RunLocks`](awf_domain::ports::RunLocks))
+    /// and lost it: its session ended (the server restarted, the connection dropped) and
+    /// another process took the lock before this one could take it again. The process must
+    /// stop running the run (it is another's now) without recording its end.
+    pub fn lock_lost(&self, run_id: &str) -> bool {
+        self.inner
+            .lost_locks
+            .lock()
+            .map(|l| l.contains(run_id))
+            .unwrap_or(false)
+    }
+
+    fn set_lock_lost(&self, run_id: &str, lost: bool) {
+        if let Ok(mut l) = self.inner.lost_locks.lock() {
+            if lost {
+                l.insert(run_id.to_owned());
+            } else {
+                l.remove(run_id);
+            }
+        }
     }
 
     /// The connection settings parsed from the URL.
@@ -659,6 +695,9 @@ const RECORDING: &[(&str, &str, &str)] = &[
     ("table", "awf_runs", "UPDATE"),
     ("table", "awf_events", "INSERT"),
     ("table", "awf_audit", "INSERT"),
+    ("table", "awf_run_holders", "SELECT"),
+    ("table", "awf_run_holders", "INSERT"),
+    ("table", "awf_run_holders", "UPDATE"),
     ("sequence", "awf_runs_row_seq_seq", "USAGE"),
     ("sequence", "awf_audit_id_seq", "USAGE"),
 ];

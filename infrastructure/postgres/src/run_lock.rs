@@ -1,0 +1,296 @@
+//! A run's lock on the shared store that outlives a PostgreSQL restart.
+//!
+//! The process that runs a run holds the session advisory lock of its id
+//! ([`crate::ports::lock_key`]) on a connection of its own. A session dies with the server:
+//! after `pg_ctl restart` (or a dropped connection) nobody holds the lock, and without more
+//! another process could resume or cancel a run that is still running. So the holder also
+//! keeps a row of `awf_run_holders`: its holder token, the server start
+//! (`pg_postmaster_start_time()`) it last renewed under and when (renewed every
+//! [`RENEW_EVERY`]). Its keeper task notices the lost session and takes the lock again on a
+//! new one as soon as the store is back; until then, a row renewed under an earlier server
+//! start less than [`GRACE_SECS`] ago counts as held ([`held_sql`]), so no other process
+//! takes the lock meanwhile. On the server it was renewed under, the advisory lock alone
+//! decides (a SIGKILLed holder's session ends at once: it is seen gone at once).
+//!
+//! Should another process have taken the lock all the same (the store was away longer than
+//! the grace), the keeper records the loss ([`PgStore::lock_lost`]) and gives up.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use awf_domain::AwfError;
+
+use crate::PgStore;
+use crate::column;
+use crate::db_text;
+use crate::unavailable;
+
+/// How often the holder renews its row (and finds out that its session is gone).
+pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// How long after its last renewal a holder whose session died with a server restart still
+/// counts as holding the lock, the time it has to take it again.
+pub(crate) const GRACE_SECS: u32 = 20;
+
+/// How long one renewal may take before the session counts as lost.
+const RENEW_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often the keeper tries to reconnect while the store is away.
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+/// The SQL condition "a holder of the lock whose key text is `$param` renewed its row under
+/// an earlier server start less than [`GRACE_SECS`] ago": its session died with the server
+/// and it is taking the lock again.
+pub(crate) fn retaking_sql(param: usize) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM awf_run_holders h WHERE h.lock_key = ${param} \
+           AND h.server_start <> pg_postmaster_start_time() \
+           AND h.renewed_at > now() - interval '{GRACE_SECS} seconds')"
+    )
+}
+
+/// Takes the lock of `key` on a new connection: `Ok(None)` when another process holds it
+/// (its session, or its row: [`retaking_sql`]); else the connection holding it, the row
+/// written under `holder`.
+async fn take(
+    config: &tokio_postgres::Config,
+    rt: &tokio::runtime::Handle,
+    key: &str,
+    holder: &str,
+) -> Result<Option<tokio_postgres::Client>, AwfError> {
+    let (client, conn) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+    rt.spawn(async move {
+        let _ = conn.await;
+    });
+    let row = client
+        .query_one(
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await
+        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+    if !column::<bool>(&row, 0)? {
+        return Ok(None);
+    }
+    // The row is ours unless another holder's, renewed under an earlier server start, is
+    // still in its grace (it is taking the lock again).
+    let written = client
+        .execute(
+            &format!(
+                "INSERT INTO awf_run_holders AS h (lock_key, holder, server_start, renewed_at) \
+                 VALUES ($1, $2, pg_postmaster_start_time(), now()) \
+                 ON CONFLICT (lock_key) DO UPDATE SET holder = $2, \
+                   server_start = pg_postmaster_start_time(), renewed_at = now() \
+                 WHERE h.holder = $2 OR NOT {}",
+                retaking_sql(1)
+            ),
+            &[&key, &holder],
+        )
+        .await;
+    let free = match written {
+        Ok(n) => n == 1,
+        // A user that may not write the row (a read-only `awf status` judging whether the
+        // run's process is gone): whether a holder is taking the lock again, read.
+        Err(_) => {
+            let row = client
+                .query_one(&format!("SELECT NOT {}", retaking_sql(1)), &[&key])
+                .await
+                .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+            column::<bool>(&row, 0)?
+        }
+    };
+    Ok(free.then_some(client))
+}
+
+/// Takes the lock of `key` again for `holder` after its session was lost: `Ok(None)` when
+/// another process took it meanwhile (it holds the session lock, or the row is no longer
+/// `holder`'s).
+async fn retake(
+    config: &tokio_postgres::Config,
+    rt: &tokio::runtime::Handle,
+    key: &str,
+    holder: &str,
+) -> Result<Option<tokio_postgres::Client>, AwfError> {
+    let (client, conn) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+    rt.spawn(async move {
+        let _ = conn.await;
+    });
+    let row = client
+        .query_one(
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+            &[&key],
+        )
+        .await
+        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+    if !column::<bool>(&row, 0)? {
+        return Ok(None);
+    }
+    let n = client
+        .execute(
+            "UPDATE awf_run_holders SET server_start = pg_postmaster_start_time(), \
+               renewed_at = now() WHERE lock_key = $1 AND holder = $2",
+            &[&key, &holder],
+        )
+        .await
+        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+    Ok((n == 1).then_some(client))
+}
+
+/// A held run lock: its keeper task holds the connection; dropping this stops the keeper,
+/// which deletes the row and closes the session (releasing the advisory lock).
+pub(crate) struct HeldLock {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<tokio::sync::oneshot::Receiver<()>>,
+    store: PgStore,
+    run_id: String,
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(done) = self.done.take() {
+            let _ = self.store.block_on(async move {
+                let _ = tokio::time::timeout(RENEW_TIMEOUT, done).await;
+            });
+        }
+        self.store.set_lock_lost(&self.run_id, false);
+    }
+}
+
+/// Takes the lock of `run_id` for this process (`None`: another process holds it) and
+/// starts its keeper.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub(crate) fn lock(store: &PgStore, run_id: &str) -> Result<Option<HeldLock>, AwfError> {
+    let config = store.config().clone();
+    let key = crate::ports::lock_key(run_id);
+    let holder = format!("{}:{}", std::process::id(), uuid::Uuid::new_v4());
+    let rt = store.runtime().clone();
+    let (k, h) = (key.clone(), holder.clone());
+    let client = store.block_on(async move { take(&config, &rt, &k, &h).await })??;
+    let Some(client) = client else {
+        return Ok(None);
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let keeper = Keeper {
+        store: store.clone(),
+        run_id: run_id.to_owned(),
+        key,
+        holder,
+        lost: Arc::new(AtomicBool::new(false)),
+    };
+    store.runtime().spawn(async move {
+        keeper.keep(client, stop_rx).await;
+        let _ = done_tx.send(());
+    });
+    Ok(Some(HeldLock {
+        stop: Some(stop_tx),
+        done: Some(done_rx),
+        store: store.clone(),
+        run_id: run_id.to_owned(),
+    }))
+}
+
+struct Keeper {
+    store: PgStore,
+    run_id: String,
+    key: String,
+    holder: String,
+    lost: Arc<AtomicBool>,
+}
+
+impl Keeper {
+    /// Renews the row every [`RENEW_EVERY`] until `stop`; takes the lock again when the
+    /// session is lost; at `stop`, deletes the row and closes the session.
+    async fn keep(
+        &self,
+        client: tokio_postgres::Client,
+        mut stop: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        let mut client = Some(client);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                () = tokio::time::sleep(RENEW_EVERY) => {}
+            }
+            if self.lost.load(Ordering::Relaxed) {
+                continue;
+            }
+            let alive = match &client {
+                Some(c) if !c.is_closed() => tokio::time::timeout(
+                    RENEW_TIMEOUT,
+                    c.execute(
+                        "UPDATE awf_run_holders SET server_start = pg_postmaster_start_time(), \
+                           renewed_at = now() WHERE lock_key = $1 AND holder = $2",
+                        &[&self.key, &self.holder],
+                    ),
+                )
+                .await
+                .is_ok_and(|r| r.is_ok() || !c.is_closed()),
+                _ => false,
+            };
+            if alive {
+                continue;
+            }
+            // The session is gone (and its advisory lock with it): take it again as soon as
+            // the store is back.
+            drop(client.take());
+            tracing::warn!(
+                "run {}: the store's session holding its lock was lost; taking the lock again",
+                self.run_id
+            );
+            loop {
+                let config = self.store.config().clone();
+                let rt = self.store.runtime().clone();
+                match retake(&config, &rt, &self.key, &self.holder).await {
+                    Ok(Some(c)) => {
+                        tracing::info!("run {}: lock taken again", self.run_id);
+                        client = Some(c);
+                        break;
+                    }
+                    Ok(None) => {
+                        tracing::warn!(
+                            "run {}: another awf process took its lock while the store was \
+                             away; stopping here",
+                            self.run_id
+                        );
+                        self.lost.store(true, Ordering::Relaxed);
+                        self.store.set_lock_lost(&self.run_id, true);
+                        break;
+                    }
+                    Err(_) => {}
+                }
+                tokio::select! {
+                    _ = &mut stop => return,
+                    () = tokio::time::sleep(RETRY_EVERY) => {}
+                }
+            }
+        }
+        if let Some(c) = client.take() {
+            if !self.lost.load(Ordering::Relaxed) {
+                let _ = tokio::time::timeout(
+                    RENEW_TIMEOUT,
+                    c.execute(
+                        "DELETE FROM awf_run_holders WHERE lock_key = $1 AND holder = $2",
+                        &[&self.key, &self.holder],
+                    ),
+                )
+                .await;
+            }
+            // Closing the session releases its advisory lock.
+            drop(c);
+        }
+    }
+}
