@@ -51,14 +51,12 @@ pub(crate) fn retaking_sql(param: usize) -> String {
     )
 }
 
-/// Takes the lock of `key` on a new connection: `Ok(None)` when another process holds it
-/// (its session, or its row: [`retaking_sql`]); else the connection holding it, the row
-/// written under `holder`.
-async fn take(
+/// A new connection that holds the session-level advisory lock of `key`: `Ok(None)` when
+/// another session holds it.
+async fn session_locked(
     config: &tokio_postgres::Config,
     rt: &tokio::runtime::Handle,
     key: &str,
-    holder: &str,
 ) -> Result<Option<tokio_postgres::Client>, AwfError> {
     let (client, conn) = config
         .connect(tokio_postgres::NoTls)
@@ -74,9 +72,21 @@ async fn take(
         )
         .await
         .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-    if !column::<bool>(&row, 0)? {
+    Ok(column::<bool>(&row, 0)?.then_some(client))
+}
+
+/// Takes the lock of `key` on a new connection: `Ok(None)` when another process holds it
+/// (its session, or its row: [`retaking_sql`]); else the connection holding it, the row
+/// written under `holder`.
+async fn take(
+    config: &tokio_postgres::Config,
+    rt: &tokio::runtime::Handle,
+    key: &str,
+    holder: &str,
+) -> Result<Option<tokio_postgres::Client>, AwfError> {
+    let Some(client) = session_locked(config, rt, key).await? else {
         return Ok(None);
-    }
+    };
     // The row is ours unless another holder's, renewed under an earlier server start, is
     // still in its grace (it is taking the lock again).
     let written = client
@@ -116,23 +126,9 @@ async fn retake(
     key: &str,
     holder: &str,
 ) -> Result<Option<tokio_postgres::Client>, AwfError> {
-    let (client, conn) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-    rt.spawn(async move {
-        let _ = conn.await;
-    });
-    let row = client
-        .query_one(
-            "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-            &[&key],
-        )
-        .await
-        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-    if !column::<bool>(&row, 0)? {
+    let Some(client) = session_locked(config, rt, key).await? else {
         return Ok(None);
-    }
+    };
     let n = client
         .execute(
             "UPDATE awf_run_holders SET server_start = pg_postmaster_start_time(), \
