@@ -323,11 +323,12 @@ pub fn storable_text(text: &str) -> String {
 
 /// `SYSTEM.STORE.UNAVAILABLE` for a failed database call: `what` failed, and why. A refusal
 /// for lack of privilege (SQLSTATE 42501 in `e`) carries the permission hint of
-/// [`hint_for`] (what the user needs).
+/// [`hint_for`] (what the user needs), and a call that could not connect (the server down
+/// or unreachable: tokio-postgres's "error connecting to server") the hint to check the
+/// server (breaker: a worker's API answered a stopped server with the pool's words alone).
 pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
     let message = format!("the PostgreSQL store failed to {what}: {e}");
-    let hint = message
-        .contains("42501: ")
+    let hint = (message.contains("42501: ") || message.contains("error connecting to server"))
         .then(|| hint_for(ErrorCode::SystemStoreUnavailable, &message))
         .flatten();
     let err = AwfError::new(ErrorCode::SystemStoreUnavailable, message);
@@ -804,6 +805,37 @@ async fn migrate(pool: &Pool) -> Result<(), AwfError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A call that could not connect says to check the server; a privilege refusal names
+    /// the privileges; another server error (its SQLSTATE) says nothing more than its text.
+    #[test]
+    fn a_failed_call_carries_the_hint_of_its_cause() {
+        let down = unavailable(
+            "read a run",
+            &"Error occurred while creating a new object: error connecting to server: \
+              Connection refused (os error 111)",
+        );
+        assert_eq!(down.code(), ErrorCode::SystemStoreUnavailable);
+        assert!(
+            down.hints()
+                .iter()
+                .any(|h| h.starts_with("check that the PostgreSQL server is running")),
+            "{:?}",
+            down.hints()
+        );
+        let denied = unavailable(
+            "record a run",
+            &"42501: permission denied for table awf_runs",
+        );
+        assert!(
+            denied
+                .hints()
+                .iter()
+                .any(|h| h.starts_with("permission denied"))
+        );
+        let other = unavailable("record a run", &"23505: duplicate key value");
+        assert!(other.hints().is_empty(), "{:?}", other.hints());
+    }
 
     #[test]
     fn urls_are_recognised_and_redacted() {
