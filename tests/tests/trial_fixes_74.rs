@@ -234,6 +234,48 @@ fn a_run_of_a_live_worker_is_not_taken_by_awf_resume_after_a_postgresql_restart(
     drop(worker);
 }
 
+/// A lock released while the server is down (a worker stops a run whose lease it could not
+/// renew) leaves its holder row, renewed before the restart: it must not hold the run once
+/// the server is back. The process that released it takes it again at once (the worker
+/// re-claiming the run it gave back: pg_workers's lease test was re-claimed over and over),
+/// and the row is deleted as soon as the server answers, so another process takes it too.
+#[test]
+fn a_lock_released_while_postgresql_is_down_does_not_hold_the_run_after_the_restart() {
+    use awf_domain::ports::RunLocks;
+    let server = PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE awf");
+    let url = server.url("awf");
+    let store = awf_postgres::PgStore::connect(&url).unwrap();
+    let id = "released-while-away";
+    let holders = || psql(&url, "SELECT count(*) FROM awf_run_holders");
+    // The same process takes it again.
+    let held = store.try_lock(id).unwrap().unwrap();
+    assert_eq!(lock_holders(&url, id), "1");
+    server.stop();
+    drop(held);
+    server.start_again();
+    match store.try_lock(id) {
+        Ok(Some(again)) => drop(again),
+        Ok(None) => panic!("not locked"),
+        Err(e) => panic!("refused: {e}"),
+    }
+    assert_eq!(lock_holders(&url, id), "0");
+    assert_eq!(holders(), "0");
+    // Another process: the row left is deleted once the server is back.
+    let held = store.try_lock(id).unwrap().unwrap();
+    server.stop();
+    drop(held);
+    server.start_again();
+    awf_tests::wait_for("the row left to be deleted", || holders() == "0");
+    let other = awf_postgres::PgStore::connect(&url).unwrap();
+    assert_eq!(other.is_held(id), Some(false));
+    match other.try_lock(id) {
+        Ok(Some(again)) => drop(again),
+        Ok(None) => panic!("not locked"),
+        Err(e) => panic!("refused: {e}"),
+    }
+}
+
 /// Item 5: a run a terminal `awf run --store` parked on a usage limit is not resumed by the
 /// workers (README "Workers"): its hint does not say `awf serve` resumes it.
 #[test]

@@ -174,6 +174,9 @@ struct Inner {
     /// The run ids whose lock this process held and lost to another process while the
     /// store was away ([`PgStore::lock_lost`]).
     lost_locks: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The holder rows of run locks this process released while the store was away, not
+    /// deleted yet ([`run_lock::LeftRows`]).
+    left_rows: run_lock::LeftRows,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -516,6 +519,7 @@ impl PgStore {
                 url: redacted(url),
                 config,
                 lost_locks: std::sync::Mutex::new(std::collections::HashSet::new()),
+                left_rows: run_lock::LeftRows::default(),
             }),
         };
         let pool = store.pool().clone();
@@ -550,6 +554,11 @@ impl PgStore {
                 l.remove(run_id);
             }
         }
+    }
+
+    /// The holder rows of run locks this process released while the store was away.
+    pub(crate) fn left_rows(&self) -> &run_lock::LeftRows {
+        &self.inner.left_rows
     }
 
     /// The connection settings parsed from the URL.

@@ -14,8 +14,16 @@
 //!
 //! Should another process have taken the lock all the same (the store was away longer than
 //! the grace), the keeper records the loss ([`PgStore::lock_lost`]) and gives up.
+//!
+//! A lock released while the store is away (a worker stops a run whose lease it could not
+//! renew) cannot delete its row then: left, the row would refuse every claimant for the
+//! rest of its grace after the store is back, the run re-claimed over and over meanwhile.
+//! So the row is deleted as soon as the store answers ([`LeftRows`]), and until then this
+//! process, which knows it released it, takes the lock over it at once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -39,6 +47,63 @@ const RENEW_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often the keeper tries to reconnect while the store is away.
 const RETRY_EVERY: Duration = Duration::from_millis(200);
+
+/// The holder rows of locks this process released while the store was away (its keeper had
+/// no session to delete them on), by lock key: a row here is no longer held by anyone, and
+/// is deleted as soon as the store answers ([`clear_left_row`]). Until then a take by this
+/// process counts it as free ([`take`]).
+#[derive(Default, Clone)]
+pub(crate) struct LeftRows(Arc<Mutex<HashMap<String, Vec<String>>>>);
+
+impl LeftRows {
+    /// The holders of the rows of `key` this process left.
+    fn of(&self, key: &str) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|m| m.get(key).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    fn add(&self, key: &str, holder: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.entry(key.to_owned()).or_default().push(holder.to_owned());
+        }
+    }
+
+    /// Forgets the row of `holder` (`None`: every row of `key`, which a new holder took).
+    fn remove(&self, key: &str, holder: Option<&str>) {
+        if let Ok(mut m) = self.0.lock() {
+            if let Some(hs) = m.get_mut(key) {
+                hs.retain(|h| holder.is_some_and(|holder| h != holder));
+                if hs.is_empty() {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// Deletes the row `holder` left for `key` as soon as the store answers (retried every
+/// [`RETRY_EVERY`]; given up after [`GRACE_SECS`], when the row no longer counts anyway).
+async fn clear_left_row(pool: deadpool_postgres::Pool, left: LeftRows, key: String, holder: String) {
+    let clear = async {
+        loop {
+            if let Ok(c) = pool.get().await
+                && c.execute(
+                    "DELETE FROM awf_run_holders WHERE lock_key = $1 AND holder = $2",
+                    &[&key, &holder],
+                )
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(RETRY_EVERY).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(GRACE_SECS.into()), clear).await;
+    left.remove(&key, Some(&holder));
+}
 
 /// The SQL condition "a holder of the lock whose key text is `$param` renewed its row under
 /// an earlier server start less than [`GRACE_SECS`] ago": its session died with the server
@@ -77,16 +142,19 @@ async fn session_locked(
 
 /// Takes the lock of `key` on a new connection: `Ok(None)` when another process holds it
 /// (its session, or its row: [`retaking_sql`]); else the connection holding it, the row
-/// written under `holder`.
+/// written under `holder`. A row this process left (`left`: it released that lock while
+/// the store was away) holds nothing.
 async fn take(
     config: &tokio_postgres::Config,
     rt: &tokio::runtime::Handle,
     key: &str,
     holder: &str,
+    left: &LeftRows,
 ) -> Result<Option<tokio_postgres::Client>, AwfError> {
     let Some(client) = session_locked(config, rt, key).await? else {
         return Ok(None);
     };
+    let mine = left.of(key);
     // The row is ours unless another holder's, renewed under an earlier server start, is
     // still in its grace (it is taking the lock again).
     let written = client
@@ -96,19 +164,32 @@ async fn take(
                  VALUES ($1, $2, pg_postmaster_start_time(), now()) \
                  ON CONFLICT (lock_key) DO UPDATE SET holder = $2, \
                    server_start = pg_postmaster_start_time(), renewed_at = now() \
-                 WHERE h.holder = $2 OR NOT {}",
+                 WHERE h.holder = $2 OR h.holder = ANY($3) OR NOT {}",
                 retaking_sql(1)
             ),
-            &[&key, &holder],
+            &[&key, &holder, &mine],
         )
         .await;
     let free = match written {
-        Ok(n) => n == 1,
+        Ok(n) => {
+            if n == 1 {
+                // The row is the new holder's: none of this process's is left.
+                left.remove(key, None);
+            }
+            n == 1
+        }
         // A user that may not write the row (a read-only `awf status` judging whether the
         // run's process is gone): whether a holder is taking the lock again, read.
         Err(_) => {
             let row = client
-                .query_one(&format!("SELECT NOT {}", retaking_sql(1)), &[&key])
+                .query_one(
+                    &format!(
+                        "SELECT NOT {} OR EXISTS (SELECT 1 FROM awf_run_holders \
+                           WHERE lock_key = $1 AND holder = ANY($2))",
+                        retaking_sql(1)
+                    ),
+                    &[&key, &mine],
+                )
                 .await
                 .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
             column::<bool>(&row, 0)?
@@ -173,8 +254,8 @@ pub(crate) fn lock(store: &PgStore, run_id: &str) -> Result<Option<HeldLock>, Aw
     let key = crate::ports::lock_key(run_id);
     let holder = format!("{}:{}", std::process::id(), uuid::Uuid::new_v4());
     let rt = store.runtime().clone();
-    let (k, h) = (key.clone(), holder.clone());
-    let client = store.block_on(async move { take(&config, &rt, &k, &h).await })??;
+    let (k, h, left) = (key.clone(), holder.clone(), store.left_rows().clone());
+    let client = store.block_on(async move { take(&config, &rt, &k, &h, &left).await })??;
     let Some(client) = client else {
         return Ok(None);
     };
@@ -209,14 +290,15 @@ struct Keeper {
 
 impl Keeper {
     /// Renews the row every [`RENEW_EVERY`] until `stop`; takes the lock again when the
-    /// session is lost; at `stop`, deletes the row and closes the session.
+    /// session is lost; at `stop`, deletes the row and closes the session (without a
+    /// session, the row is left to [`clear_left_row`]).
     async fn keep(
         &self,
         client: tokio_postgres::Client,
         mut stop: tokio::sync::oneshot::Receiver<()>,
     ) {
         let mut client = Some(client);
-        loop {
+        'keep: loop {
             tokio::select! {
                 _ = &mut stop => break,
                 () = tokio::time::sleep(RENEW_EVERY) => {}
@@ -269,24 +351,47 @@ impl Keeper {
                     Err(_) => {}
                 }
                 tokio::select! {
-                    _ = &mut stop => return,
+                    _ = &mut stop => break 'keep,
                     () = tokio::time::sleep(RETRY_EVERY) => {}
                 }
             }
         }
-        if let Some(c) = client.take() {
-            if !self.lost.load(Ordering::Relaxed) {
-                let _ = tokio::time::timeout(
+        if self.lost.load(Ordering::Relaxed) {
+            // The row is another's now.
+            return;
+        }
+        let deleted = match client.take() {
+            Some(c) => {
+                let deleted = tokio::time::timeout(
                     RENEW_TIMEOUT,
                     c.execute(
                         "DELETE FROM awf_run_holders WHERE lock_key = $1 AND holder = $2",
                         &[&self.key, &self.holder],
                     ),
                 )
-                .await;
+                .await
+                .is_ok_and(|r| r.is_ok());
+                // Closing the session releases its advisory lock.
+                drop(c);
+                deleted
             }
-            // Closing the session releases its advisory lock.
-            drop(c);
+            None => false,
+        };
+        if !deleted {
+            // The store is away: the row, still counted as held for its grace once the
+            // store is back, is this process's to clear (and, until then, to take over).
+            tracing::debug!(
+                "run {}: its lock's holder row is deleted once the store is back",
+                self.run_id
+            );
+            let left = self.store.left_rows().clone();
+            left.add(&self.key, &self.holder);
+            self.store.runtime().spawn(clear_left_row(
+                self.store.pool().clone(),
+                left,
+                self.key.clone(),
+                self.holder.clone(),
+            ));
         }
     }
 }
