@@ -85,7 +85,12 @@ impl LeftRows {
 
 /// Deletes the row `holder` left for `key` as soon as the store answers (retried every
 /// [`RETRY_EVERY`]; given up after [`GRACE_SECS`], when the row no longer counts anyway).
-async fn clear_left_row(pool: deadpool_postgres::Pool, left: LeftRows, key: String, holder: String) {
+async fn clear_left_row(
+    pool: deadpool_postgres::Pool,
+    left: LeftRows,
+    key: String,
+    holder: String,
+) {
     let clear = async {
         loop {
             if let Ok(c) = pool.get().await
