@@ -121,13 +121,13 @@ pub(crate) fn retaking_sql(param: usize) -> String {
     )
 }
 
-/// A new connection that holds the session-level advisory lock of `key`: `Ok(None)` when
-/// another session holds it.
+/// A new connection, and whether it took the session-level advisory lock of `key` (`false`:
+/// another session holds it).
 async fn session_locked(
     config: &tokio_postgres::Config,
     rt: &tokio::runtime::Handle,
     key: &str,
-) -> Result<Option<tokio_postgres::Client>, AwfError> {
+) -> Result<(tokio_postgres::Client, bool), AwfError> {
     let (client, conn) = config
         .connect(tokio_postgres::NoTls)
         .await
@@ -142,7 +142,8 @@ async fn session_locked(
         )
         .await
         .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-    Ok(column::<bool>(&row, 0)?.then_some(client))
+    let locked = column::<bool>(&row, 0)?;
+    Ok((client, locked))
 }
 
 /// Takes the lock of `key` on a new connection: `Ok(None)` when another process holds it
@@ -156,9 +157,10 @@ async fn take(
     holder: &str,
     left: &LeftRows,
 ) -> Result<Option<tokio_postgres::Client>, AwfError> {
-    let Some(client) = session_locked(config, rt, key).await? else {
+    let (client, locked) = session_locked(config, rt, key).await?;
+    if !locked {
         return Ok(None);
-    };
+    }
     let mine = left.of(key);
     // The row is ours unless another holder's, renewed under an earlier server start, is
     // still in its grace (it is taking the lock again).
@@ -203,27 +205,53 @@ async fn take(
     Ok(free.then_some(client))
 }
 
-/// Takes the lock of `key` again for `holder` after its session was lost: `Ok(None)` when
-/// another process took it meanwhile (it holds the session lock, or the row is no longer
-/// `holder`'s).
+/// What a try to take a lock again after its session was lost came to.
+enum Retake {
+    /// Taken again: the connection holding it.
+    Taken(tokio_postgres::Client),
+    /// Another process took it meanwhile: the row is no longer this holder's.
+    Lost,
+    /// Not now: the store is away, or another session holds the advisory lock while the row
+    /// is still this holder's. That is a process checking whether the run is held (`awf
+    /// resume`, `awf status`, a claim): the row refuses its take and it lets the lock go at
+    /// once, so it is tried again.
+    Later,
+}
+
+/// Takes the lock of `key` again for `holder` after its session was lost.
 async fn retake(
     config: &tokio_postgres::Config,
     rt: &tokio::runtime::Handle,
     key: &str,
     holder: &str,
-) -> Result<Option<tokio_postgres::Client>, AwfError> {
-    let Some(client) = session_locked(config, rt, key).await? else {
-        return Ok(None);
+) -> Retake {
+    let Ok((client, locked)) = session_locked(config, rt, key).await else {
+        return Retake::Later;
     };
-    let n = client
-        .execute(
-            "UPDATE awf_run_holders SET server_start = pg_postmaster_start_time(), \
-               renewed_at = now() WHERE lock_key = $1 AND holder = $2",
-            &[&key, &holder],
-        )
-        .await
-        .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-    Ok((n == 1).then_some(client))
+    let mine = if locked {
+        client
+            .execute(
+                "UPDATE awf_run_holders SET server_start = pg_postmaster_start_time(), \
+                   renewed_at = now() WHERE lock_key = $1 AND holder = $2",
+                &[&key, &holder],
+            )
+            .await
+            .map(|n| n == 1)
+    } else {
+        client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM awf_run_holders \
+                   WHERE lock_key = $1 AND holder = $2)",
+                &[&key, &holder],
+            )
+            .await
+            .and_then(|row| row.try_get::<_, bool>(0))
+    };
+    match (mine, locked) {
+        (Ok(true), true) => Retake::Taken(client),
+        (Ok(true), false) | (Err(_), _) => Retake::Later,
+        (Ok(false), _) => Retake::Lost,
+    }
 }
 
 /// A held run lock: its keeper task holds the connection; dropping this stops the keeper,
@@ -338,12 +366,12 @@ impl Keeper {
                 let config = self.store.config().clone();
                 let rt = self.store.runtime().clone();
                 match retake(&config, &rt, &self.key, &self.holder).await {
-                    Ok(Some(c)) => {
+                    Retake::Taken(c) => {
                         tracing::info!("run {}: lock taken again", self.run_id);
                         client = Some(c);
                         break;
                     }
-                    Ok(None) => {
+                    Retake::Lost => {
                         tracing::warn!(
                             "run {}: another awf process took its lock while the store was \
                              away; stopping here",
@@ -353,7 +381,7 @@ impl Keeper {
                         self.store.set_lock_lost(&self.run_id, true);
                         break;
                     }
-                    Err(_) => {}
+                    Retake::Later => {}
                 }
                 tokio::select! {
                     _ = &mut stop => break 'keep,
