@@ -276,6 +276,44 @@ fn a_lock_released_while_postgresql_is_down_does_not_hold_the_run_after_the_rest
     }
 }
 
+/// A holder whose session was lost takes its lock again even when another session holds the
+/// advisory lock a moment (a process checking whether the run is held: `awf resume`, `awf
+/// status`, `awf cancel`, a claim; the holder's row refuses its take and it lets go): the
+/// row still names the holder, so the run was not taken from it. (Its keeper took that
+/// moment for the run taken by another process, stopped the run, and never took the lock
+/// again: trial_fixes_74's restart test failed so now and then.)
+#[test]
+fn a_holder_is_not_put_off_its_lock_by_a_session_holding_it_a_moment() {
+    use awf_domain::ports::RunLocks;
+    let db = TestDb::new();
+    let url = db.url.clone();
+    let store = awf_postgres::PgStore::connect(&url).unwrap();
+    let id = "held-a-moment";
+    let held = store.try_lock(id).unwrap().unwrap();
+    assert_eq!(lock_holders(&url, id), "1");
+    // The holder's session ends, and another session takes the lock at once and holds it
+    // while the holder tries to take it again.
+    psql(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' \
+             AND l.granted AND ((l.classid::bigint << 32) | l.objid::bigint) = \
+             hashtextextended('awf-run:{id}', 0); \
+             SELECT pg_advisory_lock(hashtextextended('awf-run:{id}', 0)); SELECT pg_sleep(3)"
+        ),
+    );
+    awf_tests::wait_for("the lock to be taken again", || {
+        lock_holders(&url, id) == "1"
+    });
+    assert!(!store.lock_lost(id));
+    assert_eq!(
+        psql(&url, "SELECT holder LIKE '%:%' FROM awf_run_holders"),
+        "t"
+    );
+    drop(held);
+    assert_eq!(lock_holders(&url, id), "0");
+}
+
 /// Item 5: a run a terminal `awf run --store` parked on a usage limit is not resumed by the
 /// workers (README "Workers"): its hint does not say `awf serve` resumes it.
 #[test]
