@@ -83,6 +83,16 @@ impl LeftRows {
     }
 }
 
+/// Whether a DELETE of a holder row is over: done, or refused for lack of the privilege (a
+/// user granted only what README lists for recording; retrying changes nothing, and the row,
+/// renewed under the current server start, holds nothing once its session ended).
+fn delete_over(r: &Result<u64, tokio_postgres::Error>) -> bool {
+    match r {
+        Ok(_) => true,
+        Err(e) => e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+    }
+}
+
 /// Deletes the row `holder` left for `key` as soon as the store answers (retried every
 /// [`RETRY_EVERY`]; given up after [`GRACE_SECS`], when the row no longer counts anyway).
 async fn clear_left_row(
@@ -94,12 +104,13 @@ async fn clear_left_row(
     let clear = async {
         loop {
             if let Ok(c) = pool.get().await
-                && c.execute(
-                    "DELETE FROM awf_run_holders WHERE lock_key = $1 AND holder = $2",
-                    &[&key, &holder],
+                && delete_over(
+                    &c.execute(
+                        "DELETE FROM awf_run_holders WHERE lock_key = $1 AND holder = $2",
+                        &[&key, &holder],
+                    )
+                    .await,
                 )
-                .await
-                .is_ok()
             {
                 return;
             }
@@ -403,7 +414,7 @@ impl Keeper {
                     ),
                 )
                 .await
-                .is_ok_and(|r| r.is_ok());
+                .is_ok_and(|r| delete_over(&r));
                 // Closing the session releases its advisory lock.
                 drop(c);
                 deleted
