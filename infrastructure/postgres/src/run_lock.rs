@@ -72,12 +72,12 @@ impl LeftRows {
 
     /// Forgets the row of `holder` (`None`: every row of `key`, which a new holder took).
     fn remove(&self, key: &str, holder: Option<&str>) {
-        if let Ok(mut m) = self.0.lock() {
-            if let Some(hs) = m.get_mut(key) {
-                hs.retain(|h| holder.is_some_and(|holder| h != holder));
-                if hs.is_empty() {
-                    m.remove(key);
-                }
+        if let Ok(mut m) = self.0.lock()
+            && let Some(hs) = m.get_mut(key)
+        {
+            hs.retain(|h| holder.is_some_and(|holder| h != holder));
+            if hs.is_empty() {
+                m.remove(key);
             }
         }
     }
