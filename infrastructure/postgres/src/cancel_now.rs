@@ -28,7 +28,7 @@ fn fail(what: &str) -> impl Fn(tokio_postgres::Error) -> AwfError + '_ {
 }
 
 /// Takes the run's advisory lock for the rest of `tx` (`pg_try_advisory_xact_lock`, the key
-/// [`crate::ports::RunLocks`] uses): `false` when a session holds it, i.e. an awf process
+/// [`RunLocks`](awf_domain::ports::RunLocks) uses): `false` when a session holds it, i.e. an awf process
 /// runs or resumes the run, or when its holder lost its session to a server restart and is
 /// taking it again ([`crate::run_lock::retaking_sql`]). Held until `tx` ends, so no process can start resuming the run
 /// while the cancel ends it.

@@ -23,7 +23,7 @@
 //! | `awf_audit` | audit line | the recorder |
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
 //! | `awf_workers` | live worker (heartbeat) | the queue |
-//! | `awf_run_holders` | run lock held (schema 4): its holder, the server start it last renewed under, when ([`run_lock`]) | run locks |
+//! | `awf_run_holders` | run lock held (schema 4): its holder, the server start it last renewed under, when (`run_lock`) | run locks |
 //!
 //! What a single awf process records and reads: [`PgStore::recorder`] ([`PgRecorder`], the
 //! event-stream writer: the embedded recorder's projection, [`awf_domain::projection`],

@@ -440,7 +440,7 @@ pub(crate) fn lock_held_sql(param: usize) -> String {
 impl RunLocks for PgStore {
     /// `pg_try_advisory_lock` of the run id's 64-bit hash on a connection of its own, held by
     /// the guard, whose keeper takes it again after a server restart
-    /// ([`crate::run_lock`]).
+    /// (`run_lock`).
     fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
         match crate::run_lock::lock(self, run_id)? {
             Some(held) => Ok(Some(RunLockGuard::new(held))),
@@ -452,7 +452,7 @@ impl RunLocks for PgStore {
     /// (`pg_locks`): the process running a top-level run holds it for the whole run, and
     /// PostgreSQL releases it as soon as that process's connection closes (SIGKILL, crash).
     /// A holder whose session died with a server restart still counts while it takes the
-    /// lock again ([`lock_held_sql`]). `None` when the database cannot be asked.
+    /// lock again (`lock_held_sql`). `None` when the database cannot be asked.
     fn is_held(&self, run_id: &str) -> Option<bool> {
         let rows = self
             .query(

@@ -8,12 +8,14 @@
 //! (`pg_postmaster_start_time()`) it last renewed under and when (renewed every
 //! [`RENEW_EVERY`]). Its keeper task notices the lost session and takes the lock again on a
 //! new one as soon as the store is back; until then, a row renewed under an earlier server
-//! start less than [`GRACE_SECS`] ago counts as held ([`held_sql`]), so no other process
+//! start less than [`GRACE_SECS`] ago counts as held ([`retaking_sql`]), so no other process
 //! takes the lock meanwhile. On the server it was renewed under, the advisory lock alone
 //! decides (a SIGKILLed holder's session ends at once: it is seen gone at once).
 //!
 //! Should another process have taken the lock all the same (the store was away longer than
-//! the grace), the keeper records the loss ([`PgStore::lock_lost`]) and gives up.
+//! the grace), the keeper records the loss ([`PgStore::lock_lost`]) and gives up. The row
+//! says so (it names another holder), not the advisory lock: a process checking whether the
+//! run is held holds that a moment too ([`Retake::Later`]).
 //!
 //! A lock released while the store is away (a worker stops a run whose lease it could not
 //! renew) cannot delete its row then: left, the row would refuse every claimant for the
