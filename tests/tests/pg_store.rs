@@ -494,14 +494,14 @@ fn awf_store_in_the_environment_chooses_the_shared_store_and_the_flag_wins() {
 fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
     let db = TestDb::new();
     let _first = awf_postgres::PgStore::connect(&db.url).unwrap();
-    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "3");
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "4");
     let tables = psql(
         &db.url,
         "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename LIKE 'awf_%'",
     );
     assert_eq!(
         tables,
-        "awf_answers,awf_audit,awf_events,awf_runs,awf_schema,awf_workers"
+        "awf_answers,awf_audit,awf_events,awf_run_holders,awf_runs,awf_schema,awf_workers"
     );
     // A second connect is a no-op.
     let _second = awf_postgres::PgStore::connect(&db.url).unwrap();
@@ -510,7 +510,7 @@ fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
             &db.url,
             "SELECT count(*) || ':' || max(version) FROM awf_schema"
         ),
-        "1:3"
+        "1:4"
     );
     let has_column = |name: &str| {
         psql(
@@ -521,24 +521,25 @@ fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
             ),
         ) == "1"
     };
-    // A database of schema 1 (before `awf_runs.message`) is migrated to 3.
+    // A database of schema 1 (before `awf_runs.message`) is migrated to 4.
     psql(
         &db.url,
         "ALTER TABLE awf_runs DROP COLUMN message, DROP COLUMN waiting_until; \
-         UPDATE awf_schema SET version = 1",
+         DROP TABLE awf_run_holders; UPDATE awf_schema SET version = 1",
     );
     let _third = awf_postgres::PgStore::connect(&db.url).unwrap();
-    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "3");
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "4");
     assert!(has_column("message") && has_column("waiting_until"));
-    // One of schema 2 (before `awf_runs.waiting_until`) is migrated to 3, its rows kept.
+    // One of schema 2 (before `awf_runs.waiting_until`) is migrated to 4, its rows kept.
     psql(
         &db.url,
-        "ALTER TABLE awf_runs DROP COLUMN waiting_until; UPDATE awf_schema SET version = 2; \
+        "ALTER TABLE awf_runs DROP COLUMN waiting_until; DROP TABLE awf_run_holders; \
+         UPDATE awf_schema SET version = 2; \
          INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status) \
          VALUES ('old', 'old', 'w', 'w', 'success')",
     );
     let _fourth = awf_postgres::PgStore::connect(&db.url).unwrap();
-    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "3");
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "4");
     assert!(has_column("waiting_until"));
     assert_eq!(
         psql(&db.url, "SELECT status FROM awf_runs WHERE run_id = 'old'"),

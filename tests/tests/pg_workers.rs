@@ -3305,7 +3305,8 @@ fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
                 "SELECT envelope->'event'->'result'->>'status', \
                    envelope->'event'->'result'->>'exit_code', \
                    envelope->'event'->'result'->'error'->>'code', \
-                   envelope->'event'->'result'->'error'->>'message' = '{}' \
+                   envelope->'event'->'result'->'error'->>'message' = '{}', \
+                   envelope->'event'->'result'->>'workflow' \
                  FROM awf_events WHERE run_id = '{id}' AND kind = 'run_finished'",
                 get["error"]["message"]
                     .as_str()
@@ -3313,11 +3314,13 @@ fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
                     .replace('\'', "''")
             ),
         );
+        // The result names the run by its shown name (`GET`'s `workflow_name`), not its file.
         assert_eq!(
             finished,
             format!(
-                "failure|{exit}|{}|t",
-                get["error"]["code"].as_str().unwrap()
+                "failure|{exit}|{}|t|{}",
+                get["error"]["code"].as_str().unwrap(),
+                get["workflow_name"].as_str().unwrap()
             ),
             "{id}"
         );

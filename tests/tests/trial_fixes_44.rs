@@ -130,9 +130,9 @@ fn a_killed_run_whose_pid_was_reused_is_shown_gone() {
     let status = sb.run(&["status", &id]).unwrap();
     assert_eq!(status.code, 0, "{}", status.stderr);
     assert!(
-        status
-            .stdout
-            .contains("Status:    running (its awf process is gone; `awf resume` continues it)"),
+        status.stdout.contains(&format!(
+            "Status:    running (its awf process is gone; `awf resume {id}` continues it)"
+        )),
         "{}",
         status.stdout
     );

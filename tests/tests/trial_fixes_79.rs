@@ -50,8 +50,9 @@ fn a_killed_child_runs_status_names_the_parent_to_resume() {
     // The parent's own status keeps the plain form.
     let top = sb.run(&["status", &parent]).unwrap();
     assert!(
-        top.stdout
-            .contains("Status:    running (its awf process is gone; `awf resume` continues it)"),
+        top.stdout.contains(&format!(
+            "Status:    running (its awf process is gone; `awf resume {parent}` continues it)"
+        )),
         "{}",
         top.stdout
     );

@@ -28,8 +28,9 @@ fn fail(what: &str) -> impl Fn(tokio_postgres::Error) -> AwfError + '_ {
 }
 
 /// Takes the run's advisory lock for the rest of `tx` (`pg_try_advisory_xact_lock`, the key
-/// [`crate::ports::RunLocks`] uses): `false` when a session holds it, i.e. an awf process
-/// runs or resumes the run. Held until `tx` ends, so no process can start resuming the run
+/// [`RunLocks`](awf_domain::ports::RunLocks) uses): `false` when a session holds it, i.e. an awf process
+/// runs or resumes the run, or when its holder lost its session to a server restart and is
+/// taking it again ([`crate::run_lock::retaking_sql`]). Held until `tx` ends, so no process can start resuming the run
 /// while the cancel ends it.
 ///
 /// # Errors
@@ -40,7 +41,10 @@ pub(crate) async fn lock_unheld(
 ) -> Result<bool, AwfError> {
     let row = tx
         .query_one(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))",
+            &format!(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AND NOT {}",
+                crate::run_lock::retaking_sql(1)
+            ),
             &[&crate::ports::lock_key(&run_id.0)],
         )
         .await

@@ -23,6 +23,7 @@
 //! | `awf_audit` | audit line | the recorder |
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
 //! | `awf_workers` | live worker (heartbeat) | the queue |
+//! | `awf_run_holders` | run lock held (schema 4): its holder, the server start it last renewed under, when (`run_lock`) | run locks |
 //!
 //! What a single awf process records and reads: [`PgStore::recorder`] ([`PgRecorder`], the
 //! event-stream writer: the embedded recorder's projection, [`awf_domain::projection`],
@@ -41,6 +42,7 @@
 mod cancel_now;
 pub mod listen;
 pub mod queue;
+mod run_lock;
 pub mod service;
 pub mod unstarted;
 pub mod worker;
@@ -62,7 +64,7 @@ pub mod recorder;
 pub use recorder::PgRecorder;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `NOTIFY` channel of new event rows; payload: the `root_run_id` whose log grew.
 pub const EVENTS_CHANNEL: &str = "awf_events";
@@ -144,6 +146,14 @@ ALTER TABLE awf_runs ADD COLUMN message text;
     r"
 ALTER TABLE awf_runs ADD COLUMN waiting_until timestamptz;
 ",
+    r"
+CREATE TABLE awf_run_holders (
+    lock_key     text PRIMARY KEY,
+    holder       text NOT NULL,
+    server_start timestamptz NOT NULL,
+    renewed_at   timestamptz NOT NULL DEFAULT now()
+);
+",
 ];
 
 /// A handle on the shared store: the pool and the runtime that drives it. Clones share both;
@@ -161,6 +171,12 @@ struct Inner {
     url: String,
     /// What the pool connects with (run locks open connections of their own).
     config: tokio_postgres::Config,
+    /// The run ids whose lock this process held and lost to another process while the
+    /// store was away ([`PgStore::lock_lost`]).
+    lost_locks: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The holder rows of run locks this process released while the store was away, not
+    /// deleted yet ([`run_lock::LeftRows`]).
+    left_rows: run_lock::LeftRows,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -310,11 +326,12 @@ pub fn storable_text(text: &str) -> String {
 
 /// `SYSTEM.STORE.UNAVAILABLE` for a failed database call: `what` failed, and why. A refusal
 /// for lack of privilege (SQLSTATE 42501 in `e`) carries the permission hint of
-/// [`hint_for`] (what the user needs).
+/// [`hint_for`] (what the user needs), and a call that could not connect (the server down
+/// or unreachable: tokio-postgres's "error connecting to server") the hint to check the
+/// server (breaker: a worker's API answered a stopped server with the pool's words alone).
 pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
     let message = format!("the PostgreSQL store failed to {what}: {e}");
-    let hint = message
-        .contains("42501: ")
+    let hint = (message.contains("42501: ") || message.contains("error connecting to server"))
         .then(|| hint_for(ErrorCode::SystemStoreUnavailable, &message))
         .flatten();
     let err = AwfError::new(ErrorCode::SystemStoreUnavailable, message);
@@ -501,6 +518,8 @@ impl PgStore {
                 _stop: stop_tx,
                 url: redacted(url),
                 config,
+                lost_locks: std::sync::Mutex::new(std::collections::HashSet::new()),
+                left_rows: run_lock::LeftRows::default(),
             }),
         };
         let pool = store.pool().clone();
@@ -513,6 +532,33 @@ impl PgStore {
     /// The URL this store was opened with, password redacted.
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// Whether this process held the lock of `run_id` ([`RunLocks`](awf_domain::ports::RunLocks))
+    /// and lost it: its session ended (the server restarted, the connection dropped) and
+    /// another process took the lock before this one could take it again. The process must
+    /// stop running the run (it is another's now) without recording its end.
+    pub fn lock_lost(&self, run_id: &str) -> bool {
+        self.inner
+            .lost_locks
+            .lock()
+            .map(|l| l.contains(run_id))
+            .unwrap_or(false)
+    }
+
+    fn set_lock_lost(&self, run_id: &str, lost: bool) {
+        if let Ok(mut l) = self.inner.lost_locks.lock() {
+            if lost {
+                l.insert(run_id.to_owned());
+            } else {
+                l.remove(run_id);
+            }
+        }
+    }
+
+    /// The holder rows of run locks this process released while the store was away.
+    pub(crate) fn left_rows(&self) -> &run_lock::LeftRows {
+        &self.inner.left_rows
     }
 
     /// The connection settings parsed from the URL.
@@ -659,6 +705,9 @@ const RECORDING: &[(&str, &str, &str)] = &[
     ("table", "awf_runs", "UPDATE"),
     ("table", "awf_events", "INSERT"),
     ("table", "awf_audit", "INSERT"),
+    ("table", "awf_run_holders", "SELECT"),
+    ("table", "awf_run_holders", "INSERT"),
+    ("table", "awf_run_holders", "UPDATE"),
     ("sequence", "awf_runs_row_seq_seq", "USAGE"),
     ("sequence", "awf_audit_id_seq", "USAGE"),
 ];
@@ -765,6 +814,37 @@ async fn migrate(pool: &Pool) -> Result<(), AwfError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A call that could not connect says to check the server; a privilege refusal names
+    /// the privileges; another server error (its SQLSTATE) says nothing more than its text.
+    #[test]
+    fn a_failed_call_carries_the_hint_of_its_cause() {
+        let down = unavailable(
+            "read a run",
+            &"Error occurred while creating a new object: error connecting to server: \
+              Connection refused (os error 111)",
+        );
+        assert_eq!(down.code(), ErrorCode::SystemStoreUnavailable);
+        assert!(
+            down.hints()
+                .iter()
+                .any(|h| h.starts_with("check that the PostgreSQL server is running")),
+            "{:?}",
+            down.hints()
+        );
+        let denied = unavailable(
+            "record a run",
+            &"42501: permission denied for table awf_runs",
+        );
+        assert!(
+            denied
+                .hints()
+                .iter()
+                .any(|h| h.starts_with("permission denied"))
+        );
+        let other = unavailable("record a run", &"23505: duplicate key value");
+        assert!(other.hints().is_empty(), "{:?}", other.hints());
+    }
 
     #[test]
     fn urls_are_recognised_and_redacted() {

@@ -416,77 +416,43 @@ impl HistoryStore for PgStore {
     }
 }
 
-/// A held advisory lock: its own connection (closing it releases the lock, also when the
-/// process dies) and the store whose runtime drives it.
-struct HeldLock {
-    client: Option<tokio_postgres::Client>,
-    store: PgStore,
-}
-
-impl Drop for HeldLock {
-    fn drop(&mut self) {
-        // Closing the session releases its advisory locks.
-        if let Some(c) = self.client.take() {
-            let _ = self.store.block_on(async move { drop(c) });
-        }
-    }
-}
-
 /// The text whose `hashtextextended(…, 0)` is the advisory lock key of `run_id`.
 pub(crate) fn lock_key(run_id: &str) -> String {
     format!("awf-run:{run_id}")
 }
 
-/// The SQL condition "some session holds the advisory lock whose key text ([`lock_key`]) is
-/// the query parameter `$param`", read from `pg_locks` without taking the lock.
+/// The SQL condition "some process holds the lock whose key text ([`lock_key`]) is the
+/// query parameter `$param`", read without taking the lock: some session holds its advisory
+/// lock (`pg_locks`), or its holder's session died with a server restart and it is taking
+/// the lock again ([`crate::run_lock::retaking_sql`]: it renewed its row before the restart,
+/// less than the grace ago).
 pub(crate) fn lock_held_sql(param: usize) -> String {
     format!(
-        "EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
+        "(EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
            AND l.granted AND l.objsubid = 1 \
            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(${param}, 0))"
+           AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(${param}, 0)) \
+         OR {})",
+        crate::run_lock::retaking_sql(param)
     )
 }
 
 impl RunLocks for PgStore {
     /// `pg_try_advisory_lock` of the run id's 64-bit hash on a connection of its own, held by
-    /// the guard.
+    /// the guard, whose keeper takes it again after a server restart
+    /// (`run_lock`).
     fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
-        let config = self.config().clone();
-        let key = lock_key(run_id);
-        let rt = self.runtime().clone();
-        let (client, got) = self.block_on(async move {
-            let (client, conn) = config
-                .connect(tokio_postgres::NoTls)
-                .await
-                .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-            rt.spawn(async move {
-                let _ = conn.await;
-            });
-            let row = client
-                .query_one(
-                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                    &[&key],
-                )
-                .await
-                .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-            let got: bool = column(&row, 0)?;
-            Ok::<_, AwfError>((client, got))
-        })??;
-        if !got {
-            let _ = self.block_on(async move { drop(client) });
-            return Err(awf_domain::ports::locks::still_running(run_id));
+        match crate::run_lock::lock(self, run_id)? {
+            Some(held) => Ok(Some(RunLockGuard::new(held))),
+            None => Err(awf_domain::ports::locks::still_running(run_id)),
         }
-        Ok(Some(RunLockGuard::new(HeldLock {
-            client: Some(client),
-            store: self.clone(),
-        })))
     }
 
     /// Whether some session, of any awf process on any host, holds the run's advisory lock
     /// (`pg_locks`): the process running a top-level run holds it for the whole run, and
     /// PostgreSQL releases it as soon as that process's connection closes (SIGKILL, crash).
-    /// `None` when the database cannot be asked.
+    /// A holder whose session died with a server restart still counts while it takes the
+    /// lock again (`lock_held_sql`). `None` when the database cannot be asked.
     fn is_held(&self, run_id: &str) -> Option<bool> {
         let rows = self
             .query(

@@ -101,7 +101,8 @@ pub async fn fail_unstarted(
     .map_err(fail("record the run's failure"))?;
     let result = RunResult {
         run_id: Some(run_id.clone()),
-        workflow: workflow.to_owned(),
+        // Shown by its name, as a run that started is (trial: the file's path was shown).
+        workflow: name.to_owned(),
         status: RunStatus::Failure,
         exit_code,
         terminal: None,

@@ -442,7 +442,9 @@ impl Worker {
                         }
                     }
                     for id in lost {
-                        tracing::warn!("run {id}: another worker claimed it; cancelling here");
+                        tracing::warn!(
+                            "run {id}: another worker or awf process took it over; cancelling here"
+                        );
                         let _ = self.local.cancel(&id, CancelReason::Terminate);
                     }
                     for id in cancel {

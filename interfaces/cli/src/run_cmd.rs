@@ -551,7 +551,7 @@ async fn execute(
     );
     let mut signals = signals;
     if let Some(pg) = pg {
-        signals.watch_pg_cancel(&pg, &run_id);
+        signals.watch_pg_cancel(&pg, &run_id, recorder.as_ref());
     }
     drive(
         ctx,
@@ -795,6 +795,26 @@ fn distinct_failures(errors: &[String]) -> String {
     text
 }
 
+/// What the hint of a run parked on a usage limit says of `awf serve` with the embedded store.
+const SERVE_RESUMES_PARKED: &str = " (`awf serve` resumes it by itself)";
+
+/// The hints of `result` for a run this terminal process ran on the shared store: the workers
+/// (`awf serve --store`) do not resume a run a terminal process parked on a usage limit
+/// (README "Workers"), so its hint does not say they do.
+fn shared_store_park_hints(result: &mut RunResult) {
+    if let Some(error) = result.error.as_mut() {
+        for h in &mut error.hints {
+            if h.contains(SERVE_RESUMES_PARKED) {
+                *h = h.replace(
+                    SERVE_RESUMES_PARKED,
+                    " (the workers of the shared store do not resume a run a terminal `awf run \
+                     --store` parked)",
+                );
+            }
+        }
+    }
+}
+
 /// Shows a started run's events until it ends (its log in the run service, from the start),
 /// answers its requests from stdin (through `respond`), cancels on SIGINT/SIGTERM (through
 /// `cancel`), waits for `recorder` to write the run's record (see [`record_failure`]), prints
@@ -962,6 +982,9 @@ pub(crate) async fn drive(
             return fail_before_start(ctx, identifier, &e);
         }
     };
+    if matches!(recorder, Some(wiring::RunRecorder::Postgres(_))) {
+        shared_store_park_hints(&mut result);
+    }
     let unrecorded = record_failure(recorder, run_id, result.exit_code);
     // The secret inputs the resume hint asks for again (stored masked, no default).
     let status = result.status;
@@ -1643,14 +1666,36 @@ impl Signals {
     /// On the shared store `store`, watches the run's cancel request (polled every 500 ms on
     /// the store's runtime until this process drops its `Signals`): `awf cancel` of a run this
     /// terminal process runs cancels it as Ctrl-C would ([`CancelReason::Requested`]).
-    pub(crate) fn watch_pg_cancel(&mut self, store: &awf_postgres::PgStore, run_id: &RunId) {
+    /// Also watches the run's lock: should another awf process have taken it while the store
+    /// was away ([`awf_postgres::PgStore::lock_lost`]), the run is another's now; it is
+    /// cancelled here and `recorder` records nothing more of it (fenced), so its end is not
+    /// recorded by this process.
+    pub(crate) fn watch_pg_cancel(
+        &mut self,
+        store: &awf_postgres::PgStore,
+        run_id: &RunId,
+        recorder: Option<&crate::wiring::RunRecorder>,
+    ) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let pool = store.pool().clone();
         let id = run_id.clone();
+        let held = store.clone();
+        let fenced = match recorder {
+            Some(crate::wiring::RunRecorder::Postgres(r)) => Some(r.clone()),
+            _ => None,
+        };
         store.runtime().spawn(async move {
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 if tx.is_closed() {
+                    return;
+                }
+                if held.lock_lost(&id.0) {
+                    // No claim epoch matches -1: the run's later writes are dropped.
+                    if let Some(r) = &fenced {
+                        r.fence(&id.0, -1);
+                    }
+                    let _ = tx.send(());
                     return;
                 }
                 // A store away for a while: asked again on the next tick.

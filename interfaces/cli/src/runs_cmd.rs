@@ -262,7 +262,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     run_cmd::log_record_location(recorder.as_ref(), &w.data_root, w.store_url.as_deref(), &id);
     let mut signals = signals;
     if let Some(pg) = &pg {
-        signals.watch_pg_cancel(pg, &id);
+        signals.watch_pg_cancel(pg, &id, recorder.as_ref());
     }
     run_cmd::drive(
         ctx,
@@ -391,7 +391,7 @@ async fn start_unstarted(
         }
     };
     let mut signals = signals;
-    signals.watch_pg_cancel(u.pg, &started);
+    signals.watch_pg_cancel(u.pg, &started, recorder.as_ref());
     run_cmd::drive(
         ctx,
         args.output,
@@ -874,7 +874,10 @@ fn status_text(s: &RunSnapshot, gone: bool) -> String {
             Some(parent) => format!(
                 "running (its awf process is gone; `awf resume {parent}`, its parent run, continues it)"
             ),
-            None => "running (its awf process is gone; `awf resume` continues it)".to_owned(),
+            None => format!(
+                "running (its awf process is gone; `awf resume {}` continues it)",
+                s.run_id
+            ),
         })
     } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
         crate::errors::with_store_flags(&format!(
