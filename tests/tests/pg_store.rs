@@ -1445,6 +1445,7 @@ fn a_privilege_revoked_mid_run_is_not_retried_and_the_run_ends_with_the_permissi
         &db.url,
         &format!(
             "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT DELETE ON awf_run_holders TO {role}; \
              GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
         ),
     );

@@ -401,8 +401,9 @@ pub fn hint_for(code: ErrorCode, message: &str) -> Option<String> {
          an existing one in the URL (--store / AWF_STORE)"
     } else if has("42501") {
         "permission denied: the user of the URL needs SELECT on the awf_* tables to read runs, \
-         INSERT and UPDATE on them (and USAGE on their sequences) to record runs, DELETE on \
-         awf_answers and awf_workers too to run a worker (awf serve), and, for the first connection to a new \
+         INSERT and UPDATE on them (and USAGE on their sequences) and DELETE on awf_run_holders \
+         to record runs, DELETE on awf_answers and awf_workers too to run a worker (awf \
+         serve), and, for the first connection to a new \
          database (which creates the schema) or an awf with a newer schema, CREATE on its \
          schema; or connect as the owner of the awf_* tables"
     } else if has("53300") {
@@ -623,7 +624,8 @@ impl PgStore {
     }
 
     /// Checks, without writing, that the URL's user may record runs: INSERT and UPDATE on
-    /// `awf_runs`, INSERT on `awf_events` and `awf_audit`, and USAGE on their sequences. A
+    /// `awf_runs`, INSERT on `awf_events` and `awf_audit`, SELECT, INSERT, UPDATE and DELETE
+    /// on `awf_run_holders`, and USAGE on their sequences. A
     /// command that records (`awf run`, `awf resume`) calls it before it starts anything, so
     /// a read-only user is refused at once instead of having its writes retried as if the
     /// server were away. A worker checks [`PgStore::check_worker_writable`] instead.
@@ -708,6 +710,9 @@ const RECORDING: &[(&str, &str, &str)] = &[
     ("table", "awf_run_holders", "SELECT"),
     ("table", "awf_run_holders", "INSERT"),
     ("table", "awf_run_holders", "UPDATE"),
+    // A holder's row goes when its run's lock is released (one left stands for its run as
+    // held for 20 s after a server restart).
+    ("table", "awf_run_holders", "DELETE"),
     ("sequence", "awf_runs_row_seq_seq", "USAGE"),
     ("sequence", "awf_audit_id_seq", "USAGE"),
 ];
