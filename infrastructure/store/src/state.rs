@@ -703,7 +703,13 @@ pub(crate) fn append_journal(
     };
     let mut line = serde_json::to_vec(entry).map_err(|e| failed(&e))?;
     line.push(b'\n');
-    file.write_all(&line).map_err(|e| failed(&e))
+    let before = file.metadata().map_err(|e| failed(&e))?.len();
+    file.write_all(&line).map_err(|e| {
+        // A line cut short (a full disk) must not stay before the lines written after it,
+        // where readers take it for damage: the journal is cut back to its whole lines.
+        let _ = file.set_len(before);
+        failed(&e)
+    })
 }
 
 /// Removes the run's journal once its state file holds everything (missing is fine).

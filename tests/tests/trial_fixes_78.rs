@@ -1,0 +1,152 @@
+//! Fixes of a crash/resume trial of `awf run` and `awf resume` (trial 78): a run on a full
+//! disk went on with steps it could not record, a damaged journal line was dropped with
+//! every line after it, a transcript cut mid-line was appended to, the count of write
+//! failures did not match the writes named. Over the real binary with a private data dir.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use awf_tests::Sandbox;
+use awf_tests::run_id_in;
+use pretty_assertions::assert_eq;
+
+/// A small tmpfs mounted on a sandbox's data directory (`<sandbox>/data`), unmounted when
+/// dropped. Declare it after its sandbox, so that it is dropped first.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    /// Mounts 16 MiB there; `None` when this process may not mount (not root), which only a
+    /// developer's machine allows: under CI (root, `CI` set) that is a failure, not a skip.
+    fn mount(sb: &Sandbox) -> Option<Self> {
+        let dir = sb.path().join("data");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs"])
+            .arg(&dir)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self(dir)),
+            other => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "cannot mount a tmpfs for the full-disk test: {other:?}"
+                );
+                eprintln!("skipped: cannot mount a tmpfs (not root?): {other:?}");
+                None
+            }
+        }
+    }
+
+    /// Fills the file system up: `fill` takes every free byte.
+    fn fill(&self) {
+        let mut f = std::fs::File::create(self.0.join("fill")).unwrap();
+        let chunk = vec![0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.flush();
+    }
+
+    /// Frees what [`fill`](Self::fill) took.
+    fn free(&self) {
+        std::fs::remove_file(self.0.join("fill")).unwrap();
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// `a`, then a parallel block `p` whose branch `p1` waits for the file `go1`, then prints
+/// 9,000 bytes (its journal
+/// line needs more room than a full disk has) and whose branch `p2` waits for the file `go`,
+/// then `d`; each appends its name to `ran.txt`.
+const PAR: &str = "name: par\nstates:\n  initial: a\n  a: {type: step, command: 'echo a >> ran.txt', on_success: p}\n  p:\n    type: parallel\n    parallel: [p1, p2]\n    strategy: all_succeed\n    on_success: d\n  p1: {type: step, command: 'while [ ! -f go1 ]; do sleep 0.05; done; head -c 9000 /dev/zero | tr \"\\0\" x; echo; echo p1 >> ran.txt'}\n  p2: {type: step, command: 'while [ ! -f go ]; do sleep 0.05; done; echo p2 >> ran.txt'}\n  d: {type: step, command: 'echo d >> ran.txt', on_success: done}\n  done: {type: terminal}\n";
+
+fn ran(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.path().join("ran.txt")).unwrap_or_default()
+}
+
+/// Finding 1: on a full disk awf went on starting steps whose completion it could not
+/// record, said `Workflow completed.`, and `awf resume` ran them all again. Now a step does
+/// not start once a step's end could not be recorded: the run stops, exit 4,
+/// `SYSTEM.IO.WRITE_FAILED`, the hint to free space and resume; once space is freed the
+/// resume does not run again the steps whose end was recorded.
+#[test]
+fn a_run_whose_steps_cannot_be_recorded_stops_and_its_resume_skips_the_recorded_ones() {
+    let sb = Sandbox::new().unwrap();
+    let Some(fs) = SmallFs::mount(&sb) else {
+        return;
+    };
+    sb.write("par.yaml", PAR).unwrap();
+    let mut child = sb
+        .cmd(&["run", "par.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for_state(&sb, "the run to be in p", |v| {
+        v["current_state"] == "p" && v["states"]["a"]["status"] == "completed"
+    });
+    fs.fill();
+    std::fs::write(sb.path().join("go1"), "").unwrap();
+    // p1's end cannot be written: once awf says so, p2 ends, and d must not start.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let line = line.unwrap();
+            if line.contains("cannot write the state journal") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a warning that the journal cannot be written");
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(4), "{err}");
+    assert_eq!(ran(&sb), "a\np1\np2\n", "d ran: {err}");
+    let id = run_id_in(&err).unwrap();
+    assert!(
+        err.contains("  ✗ d (")
+            && err.contains(
+                "the run's record could not be written, so it stopped before its next step: cannot write the state journal "
+            )
+            && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Workflow failed: [SYSTEM.IO.WRITE_FAILED]"),
+        "{err}"
+    );
+    assert!(!err.contains("Workflow completed"), "{err}");
+    assert!(
+        err.contains("Hint: free disk space or make the data root ")
+            && err.contains(&format!("`awf resume {id}`")),
+        "{err}"
+    );
+
+    fs.free();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // a's end was recorded: it does not run again; the block whose end was not does.
+    let after = ran(&sb);
+    assert!(after.starts_with("a\np1\np2\n"), "{after}");
+    assert_eq!(after.matches('a').count(), 1, "{after}");
+    assert!(
+        after.ends_with("d\n") && after.matches('d').count() == 1,
+        "{after}"
+    );
+    drop(fs);
+}
