@@ -150,3 +150,64 @@ fn a_run_whose_steps_cannot_be_recorded_stops_and_its_resume_skips_the_recorded_
     );
     drop(fs);
 }
+
+/// Two steps (a few tenths of a second each: batches of their own), then a third that waits
+/// for the file `go`: a run stopped in `c` has a journal
+/// of several lines.
+const WAITS: &str = "name: waits\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 0.3; echo a >> ran.txt', on_success: b}\n  b: {type: step, command: 'sleep 0.3; echo b >> ran.txt', on_success: c}\n  c: {type: step, command: 'while [ ! -f go ]; do sleep 0.05; done; echo c >> ran.txt', on_success: done}\n  done: {type: terminal}\n";
+
+/// Runs [`WAITS`] and SIGKILLs it in `c`; its run id and journal.
+fn killed_in_c(sb: &Sandbox) -> (String, PathBuf) {
+    sb.write("waits.yaml", WAITS).unwrap();
+    let mut child = sb
+        .cmd(&["run", "waits.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = awf_tests::wait_for_state(&sb, "the run to be in c", |v| {
+        v["current_state"] == "c" && v["states"]["b"]["status"] == "completed"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let journal = awf_tests::data(sb).join(format!("states/{id}.journal"));
+    assert!(std::fs::read_to_string(&journal).unwrap().lines().count() >= 3);
+    (id, journal)
+}
+
+/// Finding 2: a damaged line in the middle of a run's journal dropped it and every line after
+/// it without a word (`awf status` showed no states, `awf resume` ran the completed steps
+/// again). Now it is an error naming the journal, with the hint to move it aside; a torn
+/// last line (a kill in the middle of a write) is still read past.
+#[test]
+fn a_journal_damaged_before_its_last_line_is_an_error() {
+    let sb = Sandbox::new().unwrap();
+    let (id, journal) = killed_in_c(&sb);
+    let text = std::fs::read_to_string(&journal).unwrap();
+
+    // A torn last line: the lines before it are read.
+    std::fs::write(&journal, format!("{text}{{\"status\":\"run")).unwrap();
+    let s = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(s.json().unwrap()["states"]["b"]["status"], "completed");
+
+    // A damaged line with lines after it: an error, not a silent loss.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines[1] = lines[1].replacen("\"status\":\"running\"", "\"status\":\"runn\u{1}ng\"X", 1);
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let path = journal.display().to_string();
+    for args in [vec!["status", id.as_str()], vec!["resume", id.as_str()]] {
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 4, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "[SYSTEM.IO.READ_FAILED] cannot read the state journal {path}: line 2 of "
+            )) && r
+                .stderr
+                .contains(&format!("move it aside (`mv {path} {path}.broken`)")),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(ran(&sb), "a\nb\n");
+}
