@@ -165,7 +165,7 @@ fn killed_in_c(sb: &Sandbox) -> (String, PathBuf) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let id = awf_tests::wait_for_state(&sb, "the run to be in c", |v| {
+    let id = awf_tests::wait_for_state(sb, "the run to be in c", |v| {
         v["current_state"] == "c" && v["states"]["b"]["status"] == "completed"
     });
     child.kill().unwrap();

@@ -1751,7 +1751,7 @@ mod tests {
         assert_eq!(distinct_failures(&errors), "out (2 times); state (2 times)");
         let many: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
         assert_eq!(distinct_failures(&many), "e0; e1; e2; e3; e4; and 3 more");
-        let mut again = many.clone();
+        let mut again = many;
         again.extend(["e7".to_owned(), "e0".to_owned()]);
         assert_eq!(
             distinct_failures(&again),
