@@ -997,6 +997,11 @@ impl EventPublisher for TeeSink {
         }))
     }
 
+    /// The first publisher's error.
+    fn record_failed(&self) -> Option<AwfError> {
+        self.0.iter().find_map(|s| s.record_failed())
+    }
+
     /// Every publisher's check; the first error.
     fn start_recorded(&self) -> Option<awf_domain::event::StartRecorded> {
         let mut checks: Vec<awf_domain::event::StartRecorded> =

@@ -421,6 +421,17 @@ pub trait EventPublisher: Send + Sync {
     fn start_recorded(&self) -> Option<StartRecorded> {
         None
     }
+
+    /// The error that keeps this run's steps from being recorded (a full or read-only data
+    /// root: a state file or journal write failed), if one did. The engine asks it when a
+    /// step starts, after [`settle`](Self::settle), and ends the run with that error instead
+    /// of running the step: a step whose completion cannot be recorded would be run again by
+    /// `awf resume` ("a step does not start while the record lags behind the run").
+    ///
+    /// `None` (the default): nothing failed, or this publisher does not check.
+    fn record_failed(&self) -> Option<crate::AwfError> {
+        None
+    }
 }
 
 /// What [`EventPublisher::start_recorded`] returns: resolves once the run's start was

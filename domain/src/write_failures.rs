@@ -2,7 +2,7 @@
 //! a run; each is kept (up to [`MAX_KEPT`]) for the front-end to read, and the first one of each
 //! kind of target (state, history, audit, transcript, …) is handed to a callback, e.g. to print
 //! one warning on stderr. Shared by the embedded store and the PostgreSQL store.
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
@@ -18,7 +18,8 @@ pub const MAX_KEPT: usize = 100;
 pub struct WriteFailures {
     callback: Mutex<Option<ErrorCallback>>,
     errors: Mutex<Vec<String>>,
-    reported: Mutex<BTreeSet<&'static str>>,
+    /// The first failure of each target that failed.
+    reported: Mutex<BTreeMap<&'static str, String>>,
 }
 
 impl std::fmt::Debug for WriteFailures {
@@ -36,11 +37,15 @@ impl WriteFailures {
                 errs.push(message.clone());
             }
         }
-        let first = self
-            .reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(target);
+        let first = {
+            let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+            if reported.contains_key(target) {
+                false
+            } else {
+                reported.insert(target, message.clone());
+                true
+            }
+        };
         if first {
             let cb = self
                 .callback
@@ -66,7 +71,14 @@ impl WriteFailures {
     /// Whether any of `targets` failed at least once.
     pub fn any_of(&self, targets: &[&str]) -> bool {
         let reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
-        targets.iter().any(|t| reported.contains(t))
+        targets.iter().any(|t| reported.contains_key(t))
+    }
+
+    /// The text of the first failure of the first of `targets` that failed (kept apart from
+    /// [`WriteFailures::take`], which does not remove it).
+    pub fn first_of(&self, targets: &[&str]) -> Option<String> {
+        let reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        targets.iter().find_map(|t| reported.get(t).cloned())
     }
 }
 
@@ -90,6 +102,11 @@ mod tests {
             "state was reported before the callback"
         );
         assert!(f.any_of(&["history"]) && !f.any_of(&["audit"]));
+        assert_eq!(
+            f.first_of(&["audit", "history", "state"]).as_deref(),
+            Some("h1")
+        );
+        assert_eq!(f.first_of(&["audit"]), None);
         assert_eq!(f.take(), ["before", "again", "h1", "h2"]);
         assert!(f.take().is_empty());
         for i in 0..150 {

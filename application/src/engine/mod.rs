@@ -161,6 +161,12 @@ impl Emitter {
         }
     }
 
+    /// The error that keeps the run's steps from being recorded
+    /// ([`EventPublisher::record_failed`]), if one did.
+    pub(crate) fn record_failed(&self) -> Option<AwfError> {
+        self.sink.record_failed()
+    }
+
     /// Waits until the events emitted so far are durable in the run's record
     /// ([`EventPublisher::settle`]), or `token` is cancelled. Nothing to wait for with a
     /// sink that needs no barrier (the embedded store).

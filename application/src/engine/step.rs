@@ -199,6 +199,13 @@ impl Run {
             // resumes here, never at a step it went past (issue 15: a store whose writes lag
             // behind the run).
             self.emitter.settle(token).await;
+            // A run whose record can no longer be written (a full disk) stops here: this
+            // step's completion could not be recorded either, and `awf resume` would run it
+            // (and every step after it) again.
+            if let Some(e) = self.emitter.record_failed() {
+                self.record_hard_error(name, self.svc.clock.now(), &e, kind, &path, at);
+                return Err(e);
+            }
             // The approval gate is asked before anything of the step runs (its wait is not
             // part of the step's timeout).
             let Gate { approval, mut stop } = self.approval_gate(state, at, &path, token).await;

@@ -309,6 +309,12 @@ impl Recorder {
         self.inner.shared.failures.any_of(&["state"])
     }
 
+    /// The text of the first failed write of a state file or journal (or of the writer
+    /// itself), if one failed: the run's steps can no longer be recorded.
+    pub fn state_failure(&self) -> Option<String> {
+        self.inner.shared.failures.first_of(&["recorder", "state"])
+    }
+
     /// Whether the history database failed (a row not written).
     pub fn history_failed(&self) -> bool {
         self.inner.shared.failures.any_of(&["history"])
@@ -1966,8 +1972,10 @@ fn write_state(
         }
     } else {
         let mut output_files = state::FileRefs::new();
-        let states = std::mem::take(&mut p.changed)
-            .into_iter()
+        let names = std::mem::take(&mut p.changed);
+        let states = names
+            .iter()
+            .cloned()
             .filter_map(|name| {
                 let st = p.proj.snap.states.get(&name)?;
                 let shown = match p.files.get(&name) {
@@ -1990,13 +1998,22 @@ fn write_state(
             spend: p.proj.snap.spend,
             child_runs: std::borrow::Cow::Borrowed(&p.proj.snap.child_runs),
         };
-        if p.journal.is_none() {
-            p.journal = Some(state::open_journal(paths, &p.proj.snap.run_id)?);
+        let appended = (|| {
+            if p.journal.is_none() {
+                p.journal = Some(state::open_journal(paths, &p.proj.snap.run_id)?);
+            }
+            if let Some(f) = p.journal.as_mut() {
+                state::append_journal(paths, &p.proj.snap.run_id, f, &entry)?;
+                p.journal_unsynced = true;
+            }
+            Ok(())
+        })();
+        drop(entry);
+        if appended.is_err() {
+            // The states of the line not written go in the next one.
+            p.changed.extend(names);
         }
-        if let Some(f) = p.journal.as_mut() {
-            state::append_journal(paths, &p.proj.snap.run_id, f, &entry)?;
-            p.journal_unsynced = true;
-        }
+        return appended;
     }
     Ok(())
 }

@@ -703,7 +703,13 @@ pub(crate) fn append_journal(
     };
     let mut line = serde_json::to_vec(entry).map_err(|e| failed(&e))?;
     line.push(b'\n');
-    file.write_all(&line).map_err(|e| failed(&e))
+    let before = file.metadata().map_err(|e| failed(&e))?.len();
+    file.write_all(&line).map_err(|e| {
+        // A line cut short (a full disk) must not stay before the lines written after it,
+        // where readers take it for damage: the journal is cut back to its whole lines.
+        let _ = file.set_len(before);
+        failed(&e)
+    })
 }
 
 /// Removes the run's journal once its state file holds everything (missing is fine).
@@ -725,19 +731,45 @@ pub(crate) fn remove_journal(paths: &StorePaths, run_id: &str) -> Result<(), Awf
 /// last whole write is synced; a journal beside an ended run's state file is the one of the
 /// lines that state file already holds (the process was killed before removing it) and is
 /// ignored.
-fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) {
+///
+/// # Errors
+/// `SYSTEM.IO.READ_FAILED` for a line that does not parse with a line after it: not a
+/// write cut short (a line cut short by a full disk is cut off by the writer), but damage;
+/// the lines after it would be lost without a word.
+fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) -> Result<(), AwfError> {
     if snap.status != StoredStatus::Running {
-        return;
+        return Ok(());
     }
     let Ok(bytes) = fs::read(path) else {
-        return;
+        return Ok(());
     };
-    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+    let lines: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.trim_ascii().is_empty())
+        .collect();
+    for (i, line) in lines.iter().enumerate() {
         match serde_json::from_slice::<JournalEntry<'_>>(line) {
             Ok(entry) => entry.apply(snap, refs),
-            Err(_) => break,
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => {
+                let shown = path.to_string_lossy();
+                return Err(read_failed(
+                    "the state journal",
+                    path,
+                    format!("line {} of {} is damaged: {e}", i + 1, lines.len()),
+                )
+                .with_hint(format!(
+                    "the journal is damaged (edited, or corrupted on the disk) before its \
+                     last line: this run cannot be shown or resumed as recorded; move it \
+                     aside (`mv {} {}`) to read the run as its state file has it (the steps \
+                     the journal recorded then run again on resume)",
+                    awf_domain::shell::quote_arg(&shown),
+                    awf_domain::shell::quote_arg(&format!("{shown}.broken"))
+                )));
+            }
         }
     }
+    Ok(())
 }
 
 /// The nesting serde_json reads at most (its recursion limit).
@@ -836,7 +868,7 @@ pub(crate) fn read_stored(
         Ok(bytes) => {
             let (mut snap, mut refs) = parse_state(&bytes, &path)?;
             check_identity(&snap, run_id, &path)?;
-            replay(&paths.journal_file(run_id), &mut snap, &mut refs);
+            replay(&paths.journal_file(run_id), &mut snap, &mut refs)?;
             refs.retain(|name, _| snap.states.contains_key(name));
             Ok(Some((snap, refs)))
         }
@@ -970,11 +1002,13 @@ fn read_listed(path: &Path, id: Option<&str>) -> Option<RunSnapshot> {
     if id != Some(snap.run_id.as_str()) || snap.schema_version > STATE_SCHEMA_VERSION {
         return None;
     }
+    // A journal damaged before its last line: as a damaged state file, not listed.
     replay(
         &path.with_extension("journal"),
         &mut snap,
         &mut FileRefs::new(),
-    );
+    )
+    .ok()?;
     Some(snap)
 }
 

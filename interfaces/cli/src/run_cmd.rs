@@ -780,17 +780,33 @@ mod forced_exit {
 /// The distinct texts of `errors` (a record's write failures), in order, joined with `; `:
 /// at most [`FAILURES_NAMED`], then how many more there were.
 fn distinct_failures(errors: &[String]) -> String {
-    let mut seen: Vec<&str> = Vec::new();
+    // Each write once, with how many times it failed when more than once: the count in
+    // the message's "(N failure(s))" is then the sum of what it names.
+    let mut seen: Vec<(&str, usize)> = Vec::new();
     for e in errors {
-        if !seen.contains(&e.as_str()) {
-            seen.push(e);
+        match seen.iter_mut().find(|(s, _)| *s == e.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((e, 1)),
         }
     }
-    let more = seen.len().saturating_sub(FAILURES_NAMED);
-    seen.truncate(FAILURES_NAMED);
-    let mut text = seen.join("; ");
-    if more > 0 {
-        text.push_str(&format!("; and {more} more"));
+    let rest: Vec<(&str, usize)> = seen.split_off(seen.len().min(FAILURES_NAMED));
+    let mut text = seen
+        .iter()
+        .map(|(e, n)| {
+            if *n > 1 {
+                format!("{e} ({n} times)")
+            } else {
+                (*e).to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if !rest.is_empty() {
+        let times: usize = rest.iter().map(|(_, n)| n).sum();
+        text.push_str(&format!("; and {} more", rest.len()));
+        if times > rest.len() {
+            text.push_str(&format!(" ({times} failures)"));
+        }
     }
     text
 }
@@ -1777,9 +1793,15 @@ mod tests {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        assert_eq!(distinct_failures(&errors), "out; state");
+        assert_eq!(distinct_failures(&errors), "out (2 times); state (2 times)");
         let many: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
         assert_eq!(distinct_failures(&many), "e0; e1; e2; e3; e4; and 3 more");
+        let mut again = many;
+        again.extend(["e7".to_owned(), "e0".to_owned()]);
+        assert_eq!(
+            distinct_failures(&again),
+            "e0 (2 times); e1; e2; e3; e4; and 3 more (4 failures)"
+        );
     }
 
     /// Breaker (finding 3): the hint of a run whose end was written says what failed, and

@@ -323,6 +323,10 @@ impl awf_domain::event::EventPublisher for StartGuard {
         Some(Box::pin(std::future::ready(())))
     }
 
+    fn record_failed(&self) -> Option<AwfError> {
+        self.steps_unrecorded()
+    }
+
     fn start_recorded(&self) -> Option<awf_domain::event::StartRecorded> {
         // The writer's barrier for a run's start: resolves once it was written (or its
         // write failed, and was reported).
@@ -362,6 +366,30 @@ impl awf_domain::event::EventPublisher for StartGuard {
                 awf_domain::shell::quote_arg(&root.display().to_string())
             )))
         }))
+    }
+}
+
+impl StartGuard {
+    /// [`EventPublisher::record_failed`](awf_domain::event::EventPublisher::record_failed):
+    /// a state file or journal write (or the writer) failed since the run started.
+    fn steps_unrecorded(&self) -> Option<AwfError> {
+        let why = self.recorder.state_failure()?;
+        let shown = self.data_root.display().to_string();
+        let root = awf_domain::shell::quote_arg(&shown);
+        Some(
+            AwfError::new(
+                awf_domain::ErrorCode::SystemIoWriteFailed,
+                format!(
+                    "the run's record could not be written, so it stopped before its next \
+                     step: {why}"
+                ),
+            )
+            .with_detail("path", self.data_root.display().to_string())
+            .with_hint(format!(
+                "free disk space or make the data root {root} writable, then resume the run: \
+                 the steps whose end was recorded do not run again"
+            )),
+        )
     }
 }
 
