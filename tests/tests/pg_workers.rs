@@ -4354,3 +4354,55 @@ fn a_worker_says_it_is_one_and_its_drain_lines_give_one_count() {
         "cancelled"
     );
 }
+
+/// Trial (shared-store SRE): a terminal `awf run --store` SIGKILLed was `running (process
+/// gone)` in `awf status --store` and `awf history --store`, but a worker's HTTP views said
+/// `running` without `process_gone` (they left process-gone to the queue, which hands a dead
+/// worker's runs to another: a terminal run is no worker's). Both now agree.
+#[test]
+fn a_killed_terminal_run_is_process_gone_in_a_workers_views_too() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let w = worker(&sb, &["--max-runs", "1"]);
+    let mut child = sb
+        .cmd(&["run", "long"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = in_step(&db, "");
+    // Alive: neither says gone.
+    let v = http_serve::execution(&w, &id);
+    assert_eq!(v["status"], "running", "{v}");
+    assert_ne!(v["process_gone"], true, "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = sb.kill_processes(Some("sleep 120"));
+    let r = sb.run(&["status", &id]).unwrap();
+    assert!(r.stdout.contains("its awf process is gone"), "{}", r.stdout);
+    // The lock of the killed process goes with its connection: the server may take a
+    // moment to see the connection closed.
+    wait_long(
+        &db,
+        "the worker to see the run gone",
+        Duration::from_secs(30),
+        || http_serve::execution(&w, &id)["process_gone"] == true,
+    );
+    let v = http_serve::execution(&w, &id);
+    assert_eq!(v["status"], "running", "{v}");
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/executions", w.base)]);
+    assert_eq!(code, 200, "{body}");
+    let list = http_serve::json_of(&body);
+    let row = list["body"]["executions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"))
+        .iter()
+        .find(|e| e["execution_id"] == id.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not listed: {list}"));
+    assert_eq!(row["process_gone"], true, "{row}");
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/history/stats", w.base)]);
+    assert_eq!(code, 200, "{body}");
+    let stats = http_serve::json_of(&body);
+    assert_eq!(stats["body"]["process_gone_count"], 1, "{stats}");
+}

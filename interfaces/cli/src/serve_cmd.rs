@@ -472,13 +472,14 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         draining: Arc::default(),
         started: Arc::default(),
         frames: Arc::default(),
-        // Runs recorded as running whose awf process is gone, as `awf history` tells them;
-        // on a worker of the shared store the queue hands those to another worker.
-        process_gone: worker.is_none().then(|| -> awf_http::GoneRuns {
+        // Runs recorded as running whose awf process is gone, as `awf history` tells them
+        // (on a worker of the shared store too: a terminal `awf run --store` killed is no
+        // worker's run for the queue to hand on; a live worker holds its runs' locks).
+        process_gone: Some({
             let states = w.services.state_store.clone();
             let locks = w.services.run_locks.clone();
             let host = Arc::clone(&w.services.host);
-            Arc::new(move |rows| {
+            let gone: awf_http::GoneRuns = Arc::new(move |rows| {
                 awf_application::runs::gone_runs(
                     rows,
                     states.as_deref(),
@@ -486,7 +487,8 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
                     host.as_ref(),
                     std::time::SystemTime::now(),
                 )
-            })
+            });
+            gone
         }),
         resuming: Arc::default(),
         // The drain's log counts the runs the worker claimed too (one number per worker).
