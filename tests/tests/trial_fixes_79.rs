@@ -57,3 +57,56 @@ fn a_killed_child_runs_status_names_the_parent_to_resume() {
         top.stdout
     );
 }
+
+/// Chaos trial: a transcript cut in the middle of a line (awf killed in a write, a full
+/// disk) was appended to as it was: the resume's `run.started` joined the torn line into one
+/// invalid JSON line and its seq was lost. The torn tail is cut first: every line parses,
+/// and the seqs go on from the last whole line, one by one.
+#[test]
+fn a_resume_cuts_a_torn_transcript_line_before_it_appends() {
+    use std::process::Stdio;
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "waits.yaml",
+        "name: waits\nstates:\n  initial: a\n  a: {type: step, command: 'echo a', on_success: c}\n  c: {type: step, command: 'while [ ! -f go ]; do sleep 0.05; done; echo c', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd(&["run", "waits.yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = awf_tests::wait_for_state(&sb, "the run to be in c", |v| {
+        v["current_state"] == "c" && v["states"]["a"]["status"] == "completed"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let transcript = awf_tests::data(&sb).join(format!("transcripts/{id}.jsonl"));
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    assert!(text.ends_with('\n') && text.lines().count() >= 3, "{text}");
+    // The last line loses its end, as a write stopped midway leaves it.
+    let torn = &text[..text.len() - 15];
+    std::fs::write(&transcript, torn).unwrap();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let after = std::fs::read_to_string(&transcript).unwrap();
+    let whole = &torn[..=torn.rfind('\n').unwrap()];
+    assert!(after.starts_with(whole), "{after}");
+    let seqs: Vec<u64> = after
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            v["seq"].as_u64().unwrap()
+        })
+        .collect();
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "{after}");
+    assert!(after.contains("\"run.started\""), "{after}");
+    assert!(
+        after.lines().last().unwrap().contains("\"run.completed\""),
+        "{after}"
+    );
+}

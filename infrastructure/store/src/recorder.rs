@@ -1264,7 +1264,9 @@ impl Writer {
                 return None;
             }
             let path = self.paths.transcript_file(run_id);
+            // Read too: a torn last line is cut before anything is appended.
             let opened = OpenOptions::new()
+                .read(true)
                 .append(true)
                 .create(true)
                 .mode(0o600)
@@ -1279,6 +1281,17 @@ impl Writer {
                     None
                 }
             };
+            if let Some(f) = &file
+                && let Err(e) = transcript::cut_torn_tail(f)
+            {
+                self.shared.report(
+                    "transcript",
+                    format!(
+                        "cannot cut the torn last line of the transcript {}: {e}",
+                        path.display()
+                    ),
+                );
+            }
             let existing = file
                 .as_ref()
                 .and_then(|f| f.metadata().ok())

@@ -476,6 +476,45 @@ pub(crate) fn event_line_into(
     );
 }
 
+/// Cuts the torn last line of a transcript (a write that a crash or a full disk stopped
+/// midway): the file then ends at its last `\n`, so the next line written does not join the
+/// torn one into one invalid line (chaos trial: a resumed run's `run.started` was appended
+/// to the partial line, and its seq was lost). `f` must be open for reading and writing.
+/// Returns how many bytes were cut (0 when the file ends with a whole line).
+///
+/// # Errors
+/// Reading or truncating the file failed.
+pub(crate) fn cut_torn_tail(f: &File) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(0);
+    }
+    let mut last = [0u8; 1];
+    f.read_exact_at(&mut last, len - 1)?;
+    if last[0] == b'\n' {
+        return Ok(0);
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut end = len;
+    let keep = loop {
+        if end == 0 {
+            break 0;
+        }
+        let start = end.saturating_sub(buf.len() as u64);
+        let n = usize::try_from(end - start)
+            .unwrap_or(buf.len())
+            .min(buf.len());
+        f.read_exact_at(&mut buf[..n], start)?;
+        if let Some(i) = buf[..n].iter().rposition(|&b| b == b'\n') {
+            break start + i as u64 + 1;
+        }
+        end = start;
+    };
+    f.set_len(keep)?;
+    Ok(len - keep)
+}
+
 /// The highest `seq` in an existing transcript (0 when missing or empty).
 pub(crate) fn last_seq(path: &Path) -> u64 {
     let Ok(f) = File::open(path) else {
@@ -542,6 +581,33 @@ mod line_tests {
             at: env.at,
         };
         as_one_object(&h, payload)
+    }
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_whole_lines_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .append(true)
+                .open(&path)
+                .unwrap()
+        };
+        // A long torn line (past one read) after two whole ones.
+        let whole = "{\"seq\":1}\n{\"seq\":2}\n";
+        let torn = format!("{{\"seq\":3,\"payload\":\"{}", "x".repeat(200_000));
+        std::fs::write(&path, format!("{whole}{torn}")).unwrap();
+        assert_eq!(cut_torn_tail(&open()).unwrap(), torn.len() as u64);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+        // Whole lines: nothing cut.
+        assert_eq!(cut_torn_tail(&open()).unwrap(), 0);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+        // No line break at all: emptied.
+        std::fs::write(&path, "{\"seq\":1").unwrap();
+        assert_eq!(cut_torn_tail(&open()).unwrap(), 8);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        assert_eq!(cut_torn_tail(&open()).unwrap(), 0);
     }
 
     #[test]
