@@ -80,12 +80,22 @@ pub(crate) const TMP_DIR: &str = ".tmp";
 /// Temp files older than this are stale whoever wrote them (a write takes milliseconds).
 const TMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// Whether `e` is a write failing for lack of room (`ENOSPC`, `EDQUOT`), which no other
+/// directory of the same file system mends.
+fn no_room(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
 /// Writes `bytes` to `target` atomically: a temp file in `<target's dir>/.tmp/` (created,
 /// mode 0700, when missing; the file mode 0600, named `.awf-<pid>-<random>.tmp`), write,
 /// fsync, rename over `target`; with `sync_dir` the target's directory is fsynced too. When
 /// `.tmp` is not a directory of its own (a file, a symlink: never followed) or the write
-/// through it fails (no permission, another file system mounted there), the temp file is
-/// written beside the target instead, as before the temp directory existed.
+/// through it fails (no permission, another file system mounted there; not a full disk or
+/// quota, which fail there too), the temp file is written beside the target instead, as
+/// before the temp directory existed.
 ///
 /// With [`Durability::Later`] nothing is fsynced: the renamed file is returned open, for the
 /// caller to sync off its own thread (a killed process loses nothing once the rename is
@@ -121,6 +131,9 @@ pub(crate) fn write_atomic(
     };
     let file = match apart.then(|| write_in(&tmp_dir)) {
         Some(Ok(f)) => f,
+        // A full disk (or quota) fails beside the target too: its error is the one to say
+        // (chaos trial: the error named a temp file beside the target, not in `.tmp`).
+        Some(Err(e)) if no_room(&e) => return Err(e),
         _ => write_in(dir)?,
     };
     match durability {
@@ -1128,6 +1141,19 @@ mod shape_tests {
     #![allow(clippy::unwrap_used)]
 
     use std::path::Path;
+
+    /// A full disk and a spent quota are no room (written nowhere else on the file
+    /// system); a permission or a missing directory is another matter (the fallback beside
+    /// the target may work).
+    #[test]
+    fn only_a_full_disk_or_quota_is_no_room() {
+        let os = std::io::Error::from_raw_os_error;
+        assert!(super::no_room(&os(28))); // ENOSPC
+        assert!(super::no_room(&os(122))); // EDQUOT
+        assert!(!super::no_room(&os(13))); // EACCES
+        assert!(!super::no_room(&os(2))); // ENOENT
+        assert!(!super::no_room(&os(27))); // EFBIG
+    }
 
     /// A state file replaced by `[[[…` is damaged, not "whole with a deep value" (breaker);
     /// a record (an object) holding a value nested past serde_json's limit is whole.
