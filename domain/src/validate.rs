@@ -2577,7 +2577,18 @@ fn shell_value_checks(
         // A reference the workflow's checks refuse already (an error) gets no warning on
         // top: `{{.error.Message}}` outside a `workflow_error` hook, an undeclared input, a
         // state that does not exist.
-        if checked && refused_reference(wf, &reference, path.starts_with("hooks.workflow_error.")) {
+        // The same for one written as it is (not through a variable or `with`): an unknown
+        // namespace (`{{.States.b.Output}}`) or a state field that does not exist
+        // (`{{.states.b.Outptu}}`; new user: the warning's hint repeated the typo).
+        let direct = body.contains(&format!(".{reference}"));
+        if checked
+            && refused_reference(
+                wf,
+                &reference,
+                path.starts_with("hooks.workflow_error."),
+                direct,
+            )
+        {
             continue;
         }
         let d = if action.context == ShellContext::Comment {
@@ -2654,15 +2665,27 @@ fn prints_number_or_boolean(body: &str) -> bool {
 /// [`unquoted_shell_values`] names it) is one the reference checks report as an error in a
 /// command: an `error.*` one where the failure is not known (`error_ok`: a `workflow_error`
 /// hook's), an input `wf` does not declare, a state it does not have, a field of the loop
-/// item.
-fn refused_reference(wf: &Workflow, reference: &str, error_ok: bool) -> bool {
+/// item; and, for a reference written as it is (`direct`, not through a variable or the dot
+/// of a `with`), a namespace spelled otherwise than the checks accept (`States`) or a state
+/// field that does not exist (`states.b.Outptu`).
+fn refused_reference(wf: &Workflow, reference: &str, error_ok: bool, direct: bool) -> bool {
     let mut parts = reference.split('.');
-    let ns = parts.next().unwrap_or("").to_ascii_lowercase();
+    let written = parts.next().unwrap_or("");
+    if direct && !TEMPLATE_ROOTS.contains(&written) {
+        return true;
+    }
+    let ns = written.to_ascii_lowercase();
     let name = parts.next().unwrap_or("");
     match ns.as_str() {
         "error" => !error_ok,
         "inputs" => !name.is_empty() && !wf.inputs.iter().any(|d| d.name == name),
-        "states" => !name.is_empty() && !wf.states.contains_key(name),
+        "states" => {
+            (!name.is_empty() && !wf.states.contains_key(name))
+                || (direct
+                    && parts
+                        .next()
+                        .is_some_and(|f| !f.is_empty() && !field_ok(f, &STATE_FIELDS)))
+        }
         // A field of the loop item (`loop.Item.name`): the item is text in a template.
         "loop" => {
             let mut rest = std::iter::once(name).chain(parts);

@@ -2616,6 +2616,41 @@ fn a_reference_that_is_an_error_gets_no_unquoted_value_warning() {
     assert_eq!(errors.len(), 3, "{errors:#?}");
 }
 
+/// A state field that does not exist (`Outptu`) and a namespace spelled `States` are errors
+/// of the reference checks: not also warned about as unquoted shell values (new user: the
+/// warning's hint repeated the typo). Through a `with`, the field is not checked: warned.
+#[test]
+fn a_bad_state_field_or_namespace_gets_no_unquoted_value_warning() {
+    let w = wf(
+        "a",
+        vec![
+            cmd("a", "echo hi", Some("b")),
+            cmd(
+                "b",
+                "echo \"{{.states.a.Outptu}}\" {{.States.a.Output}} {{.states.a.exit_code}} {{.states.a.Stderr}}",
+                Some("done"),
+            ),
+            terminal("done"),
+        ],
+    );
+    let found: Vec<String> = unquoted_shell_values(&w)
+        .into_iter()
+        .map(|d| d.message)
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].starts_with("{{.states.a.Stderr}} puts states.a.Stderr"),
+        "{}",
+        found[0]
+    );
+    let errors: Vec<String> = references(&w)
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error && d.path == "states.b.command")
+        .map(|d| d.message)
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:#?}");
+}
+
 /// Breaker: a loop body state that a route outside the loop also leads to passed validate
 /// and failed there ("undefined variable: loop"). It is warned about, once.
 #[test]
