@@ -368,14 +368,15 @@ fn targets(state: &State) -> Vec<(RouteField, &'static str, &str)> {
 pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if !wf.states.contains_key(&wf.initial) {
-        let names = wf.states.keys().map(String::as_str);
+        // A did-you-mean when a name is close, else the states there are (new user:
+        // `initial: start` got no hint).
         let mut d = Diagnostic::error(
             ErrorCode::WorkflowValidationMissingState,
             "states.initial",
             format!("initial state \"{}\" does not exist", wf.initial),
         );
-        if let Some(c) = closest(&wf.initial, names) {
-            d = d.with_hint(format!("did you mean '{c}'?"));
+        if !wf.states.is_empty() {
+            d = d.with_hint(unknown_state_hint(wf, &wf.initial));
         }
         out.push(d);
     }

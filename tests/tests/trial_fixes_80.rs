@@ -54,3 +54,88 @@ fn a_reference_that_is_an_error_gets_no_unquoted_value_warning() {
         "{text}"
     );
 }
+
+/// Finding 2: a workflow written without the `states:` wrapper got `states: required field
+/// missing` and three unknown-field warnings, none with a hint. The error's hint says the
+/// states and `initial:` go under `states:`, and each warning says so of its key.
+#[test]
+fn states_written_without_the_states_wrapper_get_a_hint() {
+    let sb = Sandbox::new().unwrap();
+    let (code, text) = validate(
+        &sb,
+        "b4.yaml",
+        "name: b4\ninitial: a\na: {type: step, command: echo, on_success: done}\ndone: {type: terminal}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(
+            "1:1: error [WORKFLOW.PARSE.MISSING_FIELD] states: required field missing\n  Hint: `initial:` and the states go under `states:`: add a line `states:` and indent `initial:`, `a:`, `done:` under it\n"
+        ),
+        "{text}"
+    );
+    for key in ["initial", "a", "done"] {
+        assert!(
+            text.contains(&format!(
+                "unknown field \"{key}\" in the workflow\n  Hint: `{key}:` goes under `states:` (indented one level)\n"
+            )),
+            "{key}: {text}"
+        );
+    }
+}
+
+/// Finding 2: `initial:` naming no state had no hint (a route to one gets a did-you-mean);
+/// a terminal `status: failed` had none either.
+#[test]
+fn an_unknown_initial_state_and_a_bad_terminal_status_get_hints() {
+    let sb = Sandbox::new().unwrap();
+    let (code, text) = validate(
+        &sb,
+        "far.yaml",
+        "name: b5\nstates:\n  initial: start\n  a: {type: step, command: echo, on_success: done}\n  done: {type: terminal, status: failed}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(
+            "initial state \"start\" does not exist\n  Hint: the workflow's states: a, done\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "invalid terminal status \"failed\" (expected success or failure)\n  Hint: did you mean 'failure'? (`status: failure`)\n"
+        ),
+        "{text}"
+    );
+    let (code, text) = validate(
+        &sb,
+        "near.yaml",
+        "name: b6\nstates:\n  initial: buidl\n  build: {type: step, command: echo, on_success: done}\n  done: {type: terminal}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("initial state \"buidl\" does not exist\n  Hint: did you mean 'build'?\n"),
+        "{text}"
+    );
+}
+
+/// Finding 2 (sweep): a parallel `strategy:` and a retry `backoff:` spelled wrong, and a
+/// step with neither `command:` nor `script_file:`, had no hint.
+#[test]
+fn a_bad_strategy_backoff_or_missing_command_gets_a_hint() {
+    let sb = Sandbox::new().unwrap();
+    let (code, text) = validate(
+        &sb,
+        "sweep.yaml",
+        "name: s\nstates:\n  initial: p\n  p: {type: parallel, parallel: [a], strategy: all_succeeds, on_success: b}\n  \
+         a: {type: step, command: echo, retry: {max_attempts: 2, backoff: exponentail}}\n  \
+         b: {type: step, on_success: done}\n  done: {type: terminal}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    for want in [
+        "invalid parallel strategy \"all_succeeds\" (expected all_succeed, any_succeed or best_effort)\n  Hint: did you mean 'all_succeed'?\n",
+        "invalid backoff \"exponentail\" (expected constant, linear or exponential)\n  Hint: did you mean 'exponential'?\n",
+        "a command step needs command or script_file\n  Hint: add `command: <shell command>` or `script_file: <path of a script>`\n",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+}

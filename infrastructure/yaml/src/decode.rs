@@ -166,10 +166,19 @@ pub fn decode_workflow(
         .and_then(|n| decode_budget(n, &f.child("budget"), d));
     let mut initial = None;
     let mut states = IndexMap::new();
+    // Top-level keys that belong under a missing `states:` (`initial:`, a mapping with a
+    // `type:`): new user wrote the states without the `states:` wrapper and got no hint.
+    let mut unwrapped: Vec<String> = Vec::new();
     match f.take("states") {
         None => {
             let typo = f.misspelled(&["states"]);
             let e = d.missing("states", Some(root.pos), "states: required field missing");
+            if typo.is_none() {
+                unwrapped = unwrapped_states(root);
+                if !unwrapped.is_empty() {
+                    e.hint = Some(states_wrapper_hint(&unwrapped));
+                }
+            }
             name_typo(e, typo);
         }
         Some(n) => {
@@ -210,6 +219,17 @@ pub fn decode_workflow(
         ],
         "the workflow",
     );
+    for e in d.list.iter_mut() {
+        if e.code == ErrorCode::WorkflowParseUnknownField
+            && e.hint.is_none()
+            && unwrapped.contains(&e.path)
+        {
+            e.hint = Some(format!(
+                "`{}:` goes under `states:` (indented one level)",
+                e.path
+            ));
+        }
+    }
     // Decoding goes on past errors (they are in `d`; `load` refuses the workflow when there
     // are any), so `awf validate` can run its later checks on what was written.
     Some(Workflow {
@@ -489,6 +509,32 @@ fn decode_states(
 
 /// Names a mistyped key in the error about the required key it was meant to be:
 /// `("comand" is not a key: did you mean 'command'?)`, with a rename hint.
+/// The top-level keys of a workflow without `states:` that belong under it: `initial` and
+/// each key whose value is a mapping with a `type:` (a state written one level too high).
+fn unwrapped_states(root: &Node) -> Vec<String> {
+    const KNOWN: [&str; 6] = ["name", "inputs", "hooks", "outputs", "budget", "env"];
+    root.entries()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| {
+            !KNOWN.contains(&e.key.as_str())
+                && (e.key == "initial" || e.value.get("type").is_some())
+        })
+        .map(|e| e.key.clone())
+        .collect()
+}
+
+/// The hint of a missing `states:` whose states were written at the top level (`keys`, from
+/// [`unwrapped_states`]).
+fn states_wrapper_hint(keys: &[String]) -> String {
+    let listed: Vec<String> = keys.iter().take(5).map(|k| format!("`{k}:`")).collect();
+    let more = if keys.len() > 5 { ", …" } else { "" };
+    format!(
+        "`initial:` and the states go under `states:`: add a line `states:` and indent {}{more} under it",
+        listed.join(", ")
+    )
+}
+
 fn name_typo(diag: &mut awf_domain::ports::repository::Diagnostic, typo: Option<(String, &str)>) {
     if let Some((k, c)) = typo {
         diag.message
@@ -694,7 +740,8 @@ fn decode_terminal(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
                     &path,
                     f.key_pos("status"),
                     format!("invalid terminal status \"{other}\" (expected success or failure)"),
-                );
+                )
+                .hint = Some(terminal_status_hint(other));
                 TerminalStatus::Failure
             }
         },
@@ -705,6 +752,24 @@ fn decode_terminal(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
         message,
         exit_code: None,
     })
+}
+
+/// The hint of a terminal `status:` that is neither `success` nor `failure` (`failed`,
+/// `ok`): the one it most likely means.
+fn terminal_status_hint(written: &str) -> String {
+    let meant = match written {
+        "fail" | "failed" | "fails" | "failing" | "error" | "errored" | "err" | "ko" => {
+            Some("failure")
+        }
+        "ok" | "done" | "succeeded" | "succeed" | "successful" | "pass" | "passed" | "good" => {
+            Some("success")
+        }
+        other => closest(other, ["success", "failure"]),
+    };
+    match meant {
+        Some(m) => format!("did you mean '{m}'? (`status: {m}`)"),
+        None => "write `status: success` or `status: failure`".to_owned(),
+    }
 }
 
 fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Option<State> {
@@ -930,6 +995,10 @@ fn decode_retry(node: &Node, path: &str, d: &mut Diags) -> Option<RetryPolicy> {
                 &f.child("max_attempts"),
                 f.key_pos("max_attempts"),
                 "max_attempts must be >= 1",
+            )
+            .hint = Some(
+                "`max_attempts:` counts every try, the first included (`max_attempts: 3`)"
+                    .to_owned(),
             );
             0
         }
@@ -959,6 +1028,12 @@ fn decode_retry(node: &Node, path: &str, d: &mut Diags) -> Option<RetryPolicy> {
                     f.key_pos("backoff"),
                     format!(
                         "invalid backoff \"{other}\" (expected constant, linear or exponential)"
+                    ),
+                )
+                .hint = Some(
+                    closest(other, ["constant", "linear", "exponential"]).map_or_else(
+                        || "write `backoff: constant`, `linear` or `exponential`".to_owned(),
+                        |c| format!("did you mean '{c}'?"),
                     ),
                 );
                 Backoff::Constant
@@ -1129,6 +1204,11 @@ fn decode_command(f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {
                 &f.child("script_file"),
                 f.key_pos("script_file"),
                 "command and script_file are mutually exclusive",
+            )
+            .hint = Some(
+                "keep one: `command:` for a shell command written in the workflow, \
+                 `script_file:` for a script in a file"
+                    .to_owned(),
             );
             return None;
         }
@@ -1139,6 +1219,9 @@ fn decode_command(f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {
                 &f.child("command"),
                 Some(f.pos()),
                 "a command step needs command or script_file",
+            );
+            e.hint = Some(
+                "add `command: <shell command>` or `script_file: <path of a script>`".to_owned(),
             );
             name_typo(e, typo);
             return None;
@@ -1312,6 +1395,12 @@ fn decode_parallel(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
                     &f.child("strategy"),
                     f.key_pos("strategy"),
                     format!("invalid parallel strategy \"{other}\" (expected all_succeed, any_succeed or best_effort)"),
+                )
+                .hint = Some(
+                    closest(other, ["all_succeed", "any_succeed", "best_effort"]).map_or_else(
+                        || "write `strategy: all_succeed`, `any_succeed` or `best_effort`".to_owned(),
+                        |c| format!("did you mean '{c}'?"),
+                    ),
                 );
                 ParallelStrategy::AllSucceed
             }
@@ -1323,7 +1412,8 @@ fn decode_parallel(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
                 &f.child("max_concurrent"),
                 f.key_pos("max_concurrent"),
                 "max_concurrent must be >= 0",
-            );
+            )
+            .hint = Some("`max_concurrent: 0` (or none) runs every branch at once".to_owned());
             0
         }
         Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
@@ -1352,6 +1442,10 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
                     Some(f.pos()),
                     "a for_each loop needs items",
                 );
+                e.hint = Some(
+                    "add `items:`, a list (`items: [a, b]`) or a template giving a JSON list"
+                        .to_owned(),
+                );
                 name_typo(e, typo);
                 LoopOver::Items("[]".to_owned())
             }
@@ -1366,6 +1460,10 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
                     &f.child("while"),
                     Some(f.pos()),
                     "a while loop needs a while: condition",
+                );
+                e.hint = Some(
+                    "add `while: <expression>`, checked before each round (an expression, not a template: `while: 'loop.Index < 5'`)"
+                        .to_owned(),
                 );
                 name_typo(e, typo);
                 LoopOver::While("false".to_owned())
