@@ -139,3 +139,56 @@ fn a_bad_strategy_backoff_or_missing_command_gets_a_hint() {
         assert!(text.contains(want), "{want} not in {text}");
     }
 }
+
+/// The `✗` line of step `step` in `text` and the lines under it that start with `│` (the
+/// failure's tail).
+fn failure_block(text: &str, step: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("  ✗ {step} (")))
+        .unwrap_or_else(|| panic!("no failure line of {step} in {text}"));
+    let mut block = vec![lines[at].to_owned()];
+    block.extend(
+        lines[at + 1..]
+            .iter()
+            .take_while(|l| l.starts_with("    │ "))
+            .map(|l| (*l).to_owned()),
+    );
+    block
+}
+
+/// Finding 3: `awf resume` replayed the earlier attempt's failed step without its first
+/// stderr line and without the `│` gutter the live run printed. It prints the same lines.
+#[test]
+fn a_resume_replays_a_failed_step_as_the_live_run_printed_it() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "mk.yaml",
+        "name: mk\nstates:\n  initial: test\n  test:\n    type: step\n    command: 'echo \"test fails: no ok file\" >&2; echo \"make: *** [Makefile:6: test] Error 1\" >&2; [ -f ok ] || exit 2'\n    \
+         on_success: done\n    on_failure: failed\n  done: {type: terminal}\n  failed: {type: terminal, status: failure}\n",
+    )
+    .unwrap();
+    let live = sb.run(&["run", "mk.yaml"]).unwrap();
+    assert_eq!(live.code, 3, "{}", live.stderr);
+    let id = awf_tests::run_id_in(&live.stderr).unwrap();
+    let shown = failure_block(&live.stderr, "test");
+    assert_eq!(
+        shown[1..],
+        [
+            "    │ test fails: no ok file".to_owned(),
+            "    │ make: *** [Makefile:6: test] Error 1".to_owned()
+        ],
+        "{}",
+        live.stderr
+    );
+    sb.write("ok", "").unwrap();
+    let resumed = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(
+        failure_block(&resumed.stderr, "test"),
+        shown,
+        "{}",
+        resumed.stderr
+    );
+}

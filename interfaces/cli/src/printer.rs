@@ -957,8 +957,9 @@ impl TextPrinter {
                 let tail_shown = self.failure_tail
                     && state.status == StepStatus::Failed
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
-                    // An earlier attempt replayed by `awf resume` showed it when it ran.
-                    && !self.replayed
+                    // An earlier attempt replayed by `awf resume` shows it as the live run
+                    // did (new user: the replay dropped its first line and the `│` gutter;
+                    // `-q` shows no replayed failure at all, below).
                     && !(self.interactive && Self::top_level_step(ev, step));
                 if !self.quiet || (state.status == StepStatus::Failed && !self.replayed) {
                     let line = self.finished_line(&Self::label(step, ev), state);
@@ -2203,6 +2204,37 @@ mod tests {
             ],
         );
         assert_eq!(err, "  ✗ s (0s): exit code 2\n");
+    }
+
+    /// `awf resume`: a replayed failed step shows the same lines as the live run did (its
+    /// last lines with the `│` gutter), not its error's other lines without it (new user: the
+    /// first stderr line was dropped and the gutter missing).
+    #[test]
+    fn a_replayed_failure_shows_the_same_tail_as_the_live_run() {
+        let failed = || {
+            let mut st = state(StepStatus::Failed, "", 2);
+            st.stderr = "test fails: no ok file\nmake: *** [Makefile:6: test] Error 1\n".into();
+            st.error = Some(
+                "exit code 2: test fails: no ok file\nmake: *** [Makefile:6: test] Error 1".into(),
+            );
+            env(RunEvent::StepFinished {
+                step: "s".into(),
+                kind: "command".into(),
+                state: Box::new(st),
+            })
+        };
+        let live = {
+            let mut p =
+                TextPrinter::new(OutputMode::Silent, false, Style::plain()).with_failure_tail(true);
+            run(&mut p, &[run_started(std::process::id(), None), failed()]).1
+        };
+        let mut p =
+            TextPrinter::new(OutputMode::Silent, false, Style::plain()).with_failure_tail(true);
+        let other = std::process::id().wrapping_add(1);
+        let (_, replayed) = run(&mut p, &[run_started(other, None), failed()]);
+        let tail = "    │ test fails: no ok file\n    │ make: *** [Makefile:6: test] Error 1\n";
+        assert!(live.ends_with(tail), "{live}");
+        assert_eq!(replayed, live);
     }
 
     /// `awf resume -o streaming`: the output of the earlier attempt, replayed from the run's
