@@ -192,3 +192,42 @@ fn a_resume_replays_a_failed_step_as_the_live_run_printed_it() {
         resumed.stderr
     );
 }
+
+/// Finding 4: README's Getting Started said `awf resume` after a failure (it needs a run id)
+/// and never said what `.awf/prompts/example.md` from `awf init` is for. It says both, and the
+/// command it gives for the prompt works.
+#[test]
+fn the_readme_gives_resume_its_run_id_and_explains_the_example_prompt() {
+    let readme = std::fs::read_to_string(awf_tests::workspace_root().join("README.md")).unwrap();
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start = flat.find("## Getting started").unwrap();
+    let end = flat.find("## From a checkout").unwrap();
+    let getting_started = &flat[start..end];
+    assert!(
+        getting_started.contains(
+            "after a failure or a Ctrl-C `awf resume <run-id>` (the id is in the run's first line"
+        ),
+        "{getting_started}"
+    );
+    assert!(
+        getting_started.contains(
+            "`awf run example --input name=@prompts/example.md` gives its text as the input `name`"
+        ),
+        "{getting_started}"
+    );
+    let sb = Sandbox::new().unwrap();
+    let init = sb.run(&["init"]).unwrap();
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let prompt = std::fs::read_to_string(sb.path().join(".awf/prompts/example.md")).unwrap();
+    let first = prompt.lines().next().unwrap();
+    let r = sb
+        .run(&["run", "example", "--input", "name=@prompts/example.md"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("Workflow completed: Greeted {first}")),
+        "{}",
+        r.stderr
+    );
+}
