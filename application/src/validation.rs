@@ -128,6 +128,38 @@ pub fn validate_loaded(
 /// …`, path of the text).
 const TEMPLATE_DOES_NOT_PARSE: &str = "template does not parse";
 
+/// Where in `text` the parse error `message` (`… at line L, column C: …`, both counted from
+/// 1) is: the byte offset of the `{{` of the action holding that place (the place itself
+/// when no action starts before it). `None` when the message names no place inside `text`.
+fn parse_error_offset(text: &str, message: &str) -> Option<usize> {
+    let (_, rest) = message.split_once(" at line ")?;
+    let (line, rest) = rest.split_once(", column ")?;
+    let line: usize = line.trim().parse().ok()?;
+    let column: usize = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let line_start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    let line_text = text.get(line_start..)?.split('\n').next()?;
+    let in_line = line_text
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(line_text.len(), |(i, _)| i);
+    let at = line_start + in_line;
+    // The action around it: the last `{{` that starts at or just after the place.
+    let upto = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .find(|i| *i >= (at + 2).min(text.len()))
+        .unwrap_or(text.len());
+    Some(text.get(..upto)?.rfind("{{").unwrap_or(at))
+}
+
 /// Whether `d` is [`file_references`]' finding about a step's `script_file`.
 fn is_script_file_finding(d: &Diagnostic) -> bool {
     d.path.ends_with(".script_file")
@@ -1741,12 +1773,18 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         if text.contains("{{")
             && let Err(e) = services.interpolator.check(text)
         {
-            out.push(check_failure(
+            let mut d = check_failure(
                 ErrorCode::WorkflowValidationInvalidReference,
                 path(),
                 TEMPLATE_DOES_NOT_PARSE,
                 &e,
-            ));
+            );
+            // At the template that does not parse, as a reference error in the same text
+            // is (new user: it pointed at the `command:` key).
+            if let Some(at) = parse_error_offset(text, &d.message) {
+                d.point_at(text, at);
+            }
+            out.push(d);
         }
     };
     let hooks = |base: &dyn Fn() -> String, actions: &[HookAction], out: &mut Vec<Diagnostic>| {

@@ -291,7 +291,7 @@ fn validation_messages_name_the_mistake_and_where_it_is() {
     );
     assert_eq!(
         out,
-        "8:5: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse: template parse error at line 1, column 25: bad character \"\n  Hint: a `{{` without its closing `}}` (line 1, column 16): close the action, or write a literal `{{` as {{\"{{\"}}\nWorkflow 'unclosed.yaml' is invalid: 1 error\n"
+        "8:29: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse: template parse error at line 1, column 25: bad character \"\n  Hint: a `{{` without its closing `}}` (line 1, column 16): close the action, or write a literal `{{` as {{\"{{\"}}\nWorkflow 'unclosed.yaml' is invalid: 1 error\n"
     );
 
     let out = validate(

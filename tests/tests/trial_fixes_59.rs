@@ -108,7 +108,7 @@ fn an_unknown_template_function_names_the_one_meant_and_gets_no_quoting_hint() {
     assert_eq!(
         v.stderr,
         format!(
-            "{file}:10:5: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse: template parse error at line 1, column 22: function upcase not defined\n  Hint: did you mean 'upper'?\nWorkflow 'up.yaml' is invalid: 1 error\n"
+            "{file}:10:19: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse: template parse error at line 1, column 22: function upcase not defined\n  Hint: did you mean 'upper'?\nWorkflow 'up.yaml' is invalid: 1 error\n"
         )
     );
     // `awf run` refuses it with the same error and hint.

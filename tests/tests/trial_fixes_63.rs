@@ -104,7 +104,7 @@ fn a_prompt_file_whose_template_does_not_parse_is_reported_naming_the_file() {
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains(
-            "i.yaml:9:5: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.prompt: template does not parse: template parse error at line 1, column 22: function upcase not defined\n  Hint: did you mean 'upper'?"
+            "i.yaml:9:21: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.prompt: template does not parse: template parse error at line 1, column 22: function upcase not defined\n  Hint: did you mean 'upper'?"
         ),
         "{stderr}"
     );

@@ -232,7 +232,7 @@ states:
         "{}",
         lines[at]
     );
-    assert!(lines[at].contains("bad2.yaml:7:5: error"), "{}", lines[at]);
+    assert!(lines[at].contains("bad2.yaml:7:19: error"), "{}", lines[at]);
     assert_eq!(lines[at + 1], "  Hint: did you mean 'upper'?", "{all}");
     let typo = lines
         .iter()

@@ -231,3 +231,51 @@ fn the_readme_gives_resume_its_run_id_and_explains_the_example_prompt() {
         r.stderr
     );
 }
+
+/// Finding 5: a template that does not parse inside `command:` was reported at the
+/// `command:` key (with a place inside the command text in the message); a reference error in
+/// the same command points at its template. Both point at their own template.
+#[test]
+fn a_template_parse_error_points_at_its_template() {
+    let sb = Sandbox::new().unwrap();
+    let (code, text) = validate(
+        &sb,
+        "up.yaml",
+        "name: p\ninputs:\n  - name: who\n    default: x\nstates:\n  initial: a\n  a:\n    type: step\n    \
+         command: echo {{upcase .inputs.who}}\n    on_success: done\n  done: {type: terminal}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("up.yaml:9:19: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse: template parse error at line 1, column 8: function upcase not defined"),
+        "{text}"
+    );
+    // In a block scalar, on its second line, beside a reference error.
+    let (code, text) = validate(
+        &sb,
+        "block.yaml",
+        "name: p\ninputs:\n  - name: who\n    default: x\nstates:\n  initial: a\n  a:\n    type: step\n    \
+         command: |\n      echo hi\n      echo {{upcase .inputs.who}} {{.inputs.nope}}\n    on_success: done\n  \
+         done: {type: terminal}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("block.yaml:11:12: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse"),
+        "{text}"
+    );
+    assert!(
+        text.contains("block.yaml:11:35: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: undefined input \"nope\""),
+        "{text}"
+    );
+    // An unclosed action: at its `{{`.
+    let (code, text) = validate(
+        &sb,
+        "open.yaml",
+        "name: p\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"echo {{.inputs.x\"\n    \
+         on_success: done\n  done: {type: terminal}\n",
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("open.yaml:6:20: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: template does not parse"),
+        "{text}"
+    );
+}
