@@ -128,8 +128,8 @@ pub fn validate_loaded(
 /// …`, path of the text).
 const TEMPLATE_DOES_NOT_PARSE: &str = "template does not parse";
 
-/// Where in `text` the parse error `message` (`… at line L, column C: …`, both counted from
-/// 1) is: the byte offset of the `{{` of the action holding that place (the place itself
+/// Where in `text` the parse error `message` (`… at line L, column C: …`, both counted
+/// from one) is: the byte offset of the `{{` of the action holding that place (the place itself
 /// when no action starts before it). `None` when the message names no place inside `text`.
 fn parse_error_offset(text: &str, message: &str) -> Option<usize> {
     let (_, rest) = message.split_once(" at line ")?;
