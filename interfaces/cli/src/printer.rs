@@ -967,10 +967,7 @@ impl TextPrinter {
                     if tail_shown {
                         // Its two streams keep no order between them (each is read on its
                         // own): stdout, then stderr, where a failure is usually said.
-                        let tail = crate::output_tail::OutputTail::of_streams(
-                            &state.output,
-                            &state.stderr,
-                        );
+                        let tail = crate::output_tail::OutputTail::of_state(state);
                         let reason = state.error.as_deref().map_or("", first_line);
                         let shown = crate::output_tail::render(tail, reason, &format!("{ind}  "));
                         err.write_all(shown.as_bytes())?;
@@ -1658,6 +1655,8 @@ mod tests {
             cost_usd: None,
             fallback: None,
             entered: None,
+            output_tail: None,
+            stderr_tail: None,
         }
     }
 
