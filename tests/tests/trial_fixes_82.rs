@@ -54,3 +54,27 @@ fn a_failed_step_over_the_capture_cap_shows_its_real_last_lines() {
     assert!(out.len() <= 10_000, "{}", out.len());
     assert!(out.starts_with("progress line 1 "), "{out}");
 }
+
+/// Finding 2: `-o buffered` held a step's whole output until it ended (1 GiB of output, 1.1
+/// GB of memory). Past 64 MiB a stream is no longer held: the step's kept text (at most its
+/// capture cap) is printed, then a line saying how many bytes were not.
+#[test]
+fn buffered_mode_holds_no_more_than_the_capture_cap() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "big.yaml",
+        &one_step("yes a | head -c 70000000; echo done >&2", 1000),
+    )
+    .unwrap();
+    let r = sb.run(&["run", "big.yaml", "-o", "buffered"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "a\n".repeat(500));
+    let err = strip_ansi(&r.stderr);
+    assert!(
+        err.contains("… 69999000 bytes of stdout not shown (over the capture cap;"),
+        "{err}"
+    );
+    // A stream under 64 MiB is shown whole, as before.
+    assert!(err.contains("\ndone\n"), "{err}");
+    assert!(!err.contains("of stderr not shown"), "{err}");
+}
