@@ -360,6 +360,24 @@ pub struct StepState {
     /// records made before it was kept. [`in_entry_order`] sorts by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entered: Option<u64>,
+    /// The end of stdout when it was longer than `capture.max_size` (`output` holds its
+    /// start): what a failed step's last lines are read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<StreamTail>,
+    /// The end of stderr when it was longer than `capture.max_size` (as `output_tail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<StreamTail>,
+}
+
+/// The last bytes of a stream cut at `capture.max_size` (masked, starting at a line's start
+/// when one is in them), and how many lines the whole stream had: a failed step shows its
+/// real last lines, not the last ones of what was kept (trial 82).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamTail {
+    /// The last lines of the stream.
+    pub text: String,
+    /// The newlines of the whole stream.
+    pub lines: u64,
 }
 
 /// `states` in the order the run entered them (`entered`), attempts kept together: states
@@ -445,6 +463,8 @@ impl StepState {
             cost_usd: None,
             fallback: None,
             entered: None,
+            output_tail: None,
+            stderr_tail: None,
         }
     }
 

@@ -21,6 +21,7 @@ use awf_domain::ports::exec::Program;
 use awf_domain::ports::exec::Termination;
 use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
+use awf_domain::run::StreamTail;
 use awf_domain::scope::LoopFrame;
 use awf_domain::workflow::CommandSource;
 use awf_domain::workflow::CommandStep;
@@ -1044,7 +1045,11 @@ impl Run {
         let limit = state
             .capture_max_size
             .unwrap_or_else(|| u64::try_from(DEFAULT_STORED_OUTPUT).unwrap_or(u64::MAX));
-        for stream in cut {
+        for (stream, tail) in cut {
+            match stream {
+                OutputStream::Stdout => st.output_tail = Some(tail),
+                OutputStream::Stderr => st.stderr_tail = Some(tail),
+            }
             // Said, not silent (breaker: a 70 MB output was cut to 64 MiB with no word, and
             // later steps read the cut value).
             let (field, which) = match stream {
@@ -1678,7 +1683,16 @@ struct Kept {
     /// Whether the callback saw any byte of this stream.
     seen: bool,
     truncated: bool,
+    /// The last [`TAIL_KEPT`] bytes or more (at most twice that) of the whole stream: a cut
+    /// stream's failure shows its real last lines (trial 82: the last lines of the first
+    /// 64 MiB were shown, the line saying why the step failed never).
+    tail: Vec<u8>,
+    /// Newlines of the whole stream.
+    lines: u64,
 }
+
+/// Bytes of a stream's end kept besides its capped start ([`Kept::tail`]).
+const TAIL_KEPT: usize = 16 * 1024;
 
 impl Kept {
     fn take(&mut self, masked: &[u8], limit: usize) {
@@ -1688,6 +1702,39 @@ impl Kept {
         }
         self.bytes
             .extend_from_slice(&masked[..room.min(masked.len())]);
+        self.lines += masked.iter().filter(|b| **b == b'\n').count() as u64;
+        let end = &masked[masked.len().saturating_sub(TAIL_KEPT)..];
+        self.tail.extend_from_slice(end);
+        if self.tail.len() > 2 * TAIL_KEPT {
+            self.tail.drain(..self.tail.len() - TAIL_KEPT);
+        }
+    }
+
+    /// The stream's end when it was cut: from the first line start in the kept tail (the
+    /// whole tail when it has no newline, a cut character dropped), `None` otherwise.
+    fn cut_tail(&self) -> Option<StreamTail> {
+        if !self.truncated {
+            return None;
+        }
+        let mut t = &self.tail[self.tail.len().saturating_sub(TAIL_KEPT)..];
+        if let Some(nl) = t[..t.len().saturating_sub(1)]
+            .iter()
+            .position(|b| *b == b'\n')
+        {
+            t = &t[nl + 1..];
+        } else {
+            // A cut character at the start is dropped (continuation bytes only).
+            let skip = t
+                .iter()
+                .take(3)
+                .take_while(|b| (**b & 0xC0) == 0x80)
+                .count();
+            t = &t[skip..];
+        }
+        Some(StreamTail {
+            text: String::from_utf8_lossy(t).into_owned(),
+            lines: self.lines,
+        })
     }
 
     /// The kept bytes as text (invalid UTF-8 as U+FFFD); a character split by the cap is
@@ -1764,7 +1811,13 @@ impl LiveOutput {
     /// Ends both streams (a held partial secret is released masked) and returns the stored
     /// (stdout, stderr) text, `None` for a stream the executor never streamed, and the
     /// streams whose bytes went past the limit (cut).
-    fn finish(&self) -> (Option<String>, Option<String>, Vec<OutputStream>) {
+    fn finish(
+        &self,
+    ) -> (
+        Option<String>,
+        Option<String>,
+        Vec<(OutputStream, StreamTail)>,
+    ) {
         let mut texts = [None, None];
         let mut cut = Vec::new();
         for (i, stream) in [OutputStream::Stdout, OutputStream::Stderr]
@@ -1782,8 +1835,8 @@ impl LiveOutput {
                 (out, std::mem::take(&mut ls.kept))
             };
             (self.emit)(stream, rest);
-            if kept.truncated {
-                cut.push(stream);
+            if let Some(tail) = kept.cut_tail() {
+                cut.push((stream, tail));
             }
             texts[i] = kept.text();
         }
@@ -1915,6 +1968,30 @@ mod whole_chars_tests {
 
     /// A character cut between two chunks goes out whole with the second; bytes that are no
     /// character's start pass as they are; what is held at the end is released by the caller.
+    /// Trial 82: a stream cut at its cap keeps its end too, from a line's start, and counts
+    /// all its lines.
+    #[test]
+    fn a_cut_stream_keeps_its_last_lines() {
+        let mut k = super::Kept::default();
+        for i in 0..5000 {
+            k.take(format!("progress line {i} {:0100}\n", 0).as_bytes(), 1000);
+        }
+        k.take(b"FINAL - failed", 1000);
+        let tail = k.cut_tail().unwrap();
+        assert_eq!(tail.lines, 5000);
+        assert!(tail.text.ends_with("progress line 4999 0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000\nFINAL - failed"), "{}", &tail.text[tail.text.len() - 200..]);
+        assert!(
+            tail.text.starts_with("progress line "),
+            "{}",
+            &tail.text[..50]
+        );
+        assert!(tail.text.len() <= super::TAIL_KEPT);
+        assert_eq!(k.bytes.len(), 1000);
+        let mut small = super::Kept::default();
+        small.take(b"all\nkept\n", 1000);
+        assert_eq!(small.cut_tail(), None);
+    }
+
     #[test]
     fn a_character_cut_between_chunks_goes_out_whole() {
         let mut held = Vec::new();

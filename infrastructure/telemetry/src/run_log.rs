@@ -258,6 +258,8 @@ mod tests {
             cost_usd: None,
             fallback: None,
             entered: None,
+            output_tail: None,
+            stderr_tail: None,
         };
         let finished = EventEnvelope {
             iteration: Some(2),

@@ -37,12 +37,52 @@ impl OutputTail {
     /// The tail of a step's recorded `stdout` and `stderr`, stdout first (as `-o buffered`
     /// shows them; the two streams are read apart and keep no order between them), stderr,
     /// where a failure is usually said, last.
+    #[cfg(test)]
     pub fn of_streams(stdout: &str, stderr: &str) -> Self {
+        Self::of_cut_streams((stdout, None), (stderr, None))
+    }
+
+    /// [`OutputTail::of_streams`] of streams each given as its kept text and, when it was
+    /// cut, its end.
+    fn of_cut_streams(
+        stdout: (&str, Option<&awf_domain::run::StreamTail>),
+        stderr: (&str, Option<&awf_domain::run::StreamTail>),
+    ) -> Self {
         let mut t = Self::default();
-        t.push(false, stdout.as_bytes());
+        t.push_stream(false, stdout.0, stdout.1);
         t.end_line(false);
-        t.push(true, stderr.as_bytes());
+        t.push_stream(true, stderr.0, stderr.1);
         t
+    }
+
+    /// The tail of a step's record: [`OutputTail::of_streams`] of its `output` and `stderr`,
+    /// or of the end of a stream cut at `capture.max_size` (`output_tail`, `stderr_tail`),
+    /// whose lines are counted as the whole stream's (trial 82: the last lines of what was
+    /// kept were shown, not the step's last ones).
+    pub fn of_state(st: &awf_domain::run::StepState) -> Self {
+        Self::of_cut_streams(
+            (&st.output, st.output_tail.as_ref()),
+            (&st.stderr, st.stderr_tail.as_ref()),
+        )
+    }
+
+    /// Adds one whole stream: `kept`, or the end of the stream in `tail` when it was cut.
+    fn push_stream(
+        &mut self,
+        is_stderr: bool,
+        kept: &str,
+        tail: Option<&awf_domain::run::StreamTail>,
+    ) {
+        match tail {
+            None => self.push(is_stderr, kept.as_bytes()),
+            Some(tail) => {
+                let before = self.total;
+                self.push(is_stderr, tail.text.as_bytes());
+                let shown = self.total - before;
+                let lines = usize::try_from(tail.lines).unwrap_or(usize::MAX);
+                self.total = before.saturating_add(lines.max(shown));
+            }
+        }
     }
 
     /// Adds a chunk of stdout (`is_stderr` false) or stderr (invalid UTF-8 is shown as
@@ -252,6 +292,18 @@ mod tests {
         t.push(false, &[b'a', e[0]]);
         t.push(false, &[e[1], b'\n']);
         assert_eq!(lines(t), (vec!["aé".into()], 0));
+    }
+
+    /// Trial 82: a stream cut at the capture cap shows its real last lines (its kept end),
+    /// and the lines before them are counted as the whole stream's.
+    #[test]
+    fn a_cut_stream_shows_its_end_and_counts_all_its_lines() {
+        let tail = awf_domain::run::StreamTail {
+            text: "l98\nFINAL\n".into(),
+            lines: 100,
+        };
+        let t = OutputTail::of_cut_streams(("l0\nl1\nl2 cut mid-li", Some(&tail)), ("", None));
+        assert_eq!(lines(t), (vec!["l98".into(), "FINAL".into()], 98));
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub struct TextPrinter {
     /// `-o buffered`: the bytes a running step wrote to (run, path, stdout?), printed exactly
     /// when it finishes.
     buffered: HashMap<(RunId, String, bool), Vec<u8>>,
+    /// `-o buffered`: the streams whose bytes went past [`BUFFERED_MAX`], with how many
+    /// bytes they wrote: their buffer is dropped, and the step's kept text (at most its
+    /// capture cap) is shown instead, then how much was not (trial 82: a 1 GiB output was
+    /// held whole, 1.1 GB of memory).
+    buffered_over: HashMap<(RunId, String, bool), u64>,
     /// `--verbose`: agent thoughts and `[tool: Name(arg)]` markers.
     verbose: bool,
     /// `-o silent`: a failed step's line is followed by the last lines of its output
@@ -187,6 +192,7 @@ impl TextPrinter {
             branch_labels: HashMap::new(),
             run_labels: HashMap::new(),
             buffered: HashMap::new(),
+            buffered_over: HashMap::new(),
             verbose: false,
             failure_tail: false,
             agent_text: String::new(),
@@ -531,6 +537,32 @@ impl TextPrinter {
             .or_else(|| self.run_labels.get(run))
     }
 
+    /// `-o buffered`: after a stream of `ev`'s step that went past [`BUFFERED_MAX`] (its
+    /// kept text, `shown` bytes, was shown), a line on `err` saying how many bytes were not.
+    fn buffered_not_shown(
+        &mut self,
+        ev: &EventEnvelope,
+        is_out: bool,
+        shown: usize,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
+        let Some(total) = self
+            .buffered_over
+            .remove(&(ev.run_id.clone(), ev.path.clone(), is_out))
+        else {
+            return Ok(());
+        };
+        let missed = total.saturating_sub(shown as u64);
+        if missed > 0 {
+            let which = if is_out { "stdout" } else { "stderr" };
+            writeln!(
+                err,
+                "… {missed} bytes of {which} not shown (over the capture cap; `awf status` and the step's output file have what is kept)"
+            )?;
+        }
+        Ok(())
+    }
+
     /// What each streamed line of `key` starts with (`[OUT] `, `[ERR] [b1] `…), and whether
     /// it carries a branch's label.
     fn stream_prefix(&self, key: &(RunId, String, bool)) -> (String, bool) {
@@ -661,8 +693,9 @@ impl TextPrinter {
             } => {
                 // Buffered output shows the last attempt only, as the step's state does.
                 for is_out in [true, false] {
-                    self.buffered
-                        .remove(&(ev.run_id.clone(), ev.path.clone(), is_out));
+                    let key = (ev.run_id.clone(), ev.path.clone(), is_out);
+                    self.buffered.remove(&key);
+                    self.buffered_over.remove(&key);
                 }
                 if !self.quiet {
                     // Why the attempt failed, first (new user: the line did not say).
@@ -718,10 +751,21 @@ impl TextPrinter {
                         self.write_streamed(&key, &shown, &prefix, out, err)?;
                     }
                 } else if self.mode == OutputMode::Buffered {
-                    self.buffered
-                        .entry(key)
-                        .or_default()
-                        .extend_from_slice(text.as_bytes());
+                    let len = text.as_bytes().len() as u64;
+                    if let Some(total) = self.buffered_over.get_mut(&key) {
+                        *total += len;
+                    } else {
+                        let held = self.buffered.get(&key).map_or(0, Vec::len);
+                        if held + text.as_bytes().len() > BUFFERED_MAX {
+                            self.buffered.remove(&key);
+                            self.buffered_over.insert(key, held as u64 + len);
+                        } else {
+                            self.buffered
+                                .entry(key)
+                                .or_default()
+                                .extend_from_slice(text.as_bytes());
+                        }
+                    }
                 }
             }
             RunEvent::Log {
@@ -938,15 +982,19 @@ impl TextPrinter {
                     && !self.replayed
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
                 {
-                    let shown_out = written_out.unwrap_or_else(|| state.output.as_bytes().to_vec());
-                    let shown_err = written_err.unwrap_or_else(|| state.stderr.as_bytes().to_vec());
+                    let shown_out: std::borrow::Cow<'_, [u8]> =
+                        written_out.map_or_else(|| state.output.as_bytes().into(), Into::into);
+                    let shown_err: std::borrow::Cow<'_, [u8]> =
+                        written_err.map_or_else(|| state.stderr.as_bytes().into(), Into::into);
                     if !shown_out.is_empty() {
                         write_block(out, &shown_out, block_prefix.as_deref())?;
                         out.flush()?;
                     }
+                    self.buffered_not_shown(ev, true, shown_out.len(), err)?;
                     if !shown_err.is_empty() {
                         write_block(err, &shown_err, block_prefix.as_deref())?;
                     }
+                    self.buffered_not_shown(ev, false, shown_err.len(), err)?;
                 }
                 if self.interactive && Self::top_level_step(ev, step) {
                     let shows_output = self.mode == OutputMode::Silent;
@@ -967,10 +1015,7 @@ impl TextPrinter {
                     if tail_shown {
                         // Its two streams keep no order between them (each is read on its
                         // own): stdout, then stderr, where a failure is usually said.
-                        let tail = crate::output_tail::OutputTail::of_streams(
-                            &state.output,
-                            &state.stderr,
-                        );
+                        let tail = crate::output_tail::OutputTail::of_state(state);
                         let reason = state.error.as_deref().map_or("", first_line);
                         let shown = crate::output_tail::render(tail, reason, &format!("{ind}  "));
                         err.write_all(shown.as_bytes())?;
@@ -1212,6 +1257,10 @@ pub fn prefix_lines(text: &[u8], prefix: &str, at: LineAt) -> (Vec<u8>, LineAt) 
     }
     (out, at)
 }
+
+/// Most bytes of one stream of a step `-o buffered` holds until the step ends (the default
+/// capture cap); past it, the step's kept text is shown instead.
+const BUFFERED_MAX: usize = 64 * 1024 * 1024;
 
 /// Writes a step's `-o buffered` output block to `w`, ended by a newline: as it is, or with
 /// `prefix` (`[b1] `, a parallel branch's label) at each line's start.
@@ -1658,6 +1707,8 @@ mod tests {
             cost_usd: None,
             fallback: None,
             entered: None,
+            output_tail: None,
+            stderr_tail: None,
         }
     }
 

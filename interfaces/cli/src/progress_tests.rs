@@ -63,6 +63,8 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
         cost_usd: None,
         fallback: None,
         entered: None,
+        output_tail: None,
+        stderr_tail: None,
     }
 }
 

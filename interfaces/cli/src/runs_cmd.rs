@@ -1157,7 +1157,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         // A failed step's last lines of output, as `awf run` shows them under its line (new
         // user: `a  failed  exit 4` and nothing of what it printed).
         if s.status == awf_domain::run::StepStatus::Failed {
-            let tail = crate::output_tail::OutputTail::of_streams(&s.output, &s.stderr);
+            let tail = crate::output_tail::OutputTail::of_state(s);
             let reason = s
                 .error
                 .as_deref()
