@@ -1687,8 +1687,14 @@ struct Kept {
     /// stream's failure shows its real last lines (trial 82: the last lines of the first
     /// 64 MiB were shown, the line saying why the step failed never).
     tail: Vec<u8>,
-    /// Newlines of the whole stream.
+    /// Newlines of the stream past what `bytes` kept (those of `bytes` are counted when the
+    /// stream was cut, [`Kept::cut_tail`]: a stream within its cap pays nothing for it).
     lines: u64,
+}
+
+/// The newlines in `bytes`.
+fn newlines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|b| **b == b'\n').count() as u64
 }
 
 /// Bytes of a stream's end kept besides its capped start ([`Kept::tail`]).
@@ -1700,9 +1706,9 @@ impl Kept {
         if masked.len() > room {
             self.truncated = true;
         }
-        self.bytes
-            .extend_from_slice(&masked[..room.min(masked.len())]);
-        self.lines += masked.iter().filter(|b| **b == b'\n').count() as u64;
+        let kept = room.min(masked.len());
+        self.bytes.extend_from_slice(&masked[..kept]);
+        self.lines += newlines(&masked[kept..]);
         let end = &masked[masked.len().saturating_sub(TAIL_KEPT)..];
         self.tail.extend_from_slice(end);
         if self.tail.len() > 2 * TAIL_KEPT {
@@ -1733,7 +1739,7 @@ impl Kept {
         }
         Some(StreamTail {
             text: String::from_utf8_lossy(t).into_owned(),
-            lines: self.lines,
+            lines: newlines(&self.bytes) + self.lines,
         })
     }
 
